@@ -1,0 +1,1 @@
+"""Pure statistics for paired model comparison: no I/O, logging or plotting."""
