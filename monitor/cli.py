@@ -24,9 +24,9 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import power
+    from monitor.commands import leakage, power
 
-    for module in (power,):
+    for module in (power, leakage):
         module.register(app)
 
 

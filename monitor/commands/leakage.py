@@ -1,0 +1,124 @@
+"""``llm-monitor leakage``: word n-gram overlap of eval items against a training corpus."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from monitor.audit import leakage as lk
+from monitor.audit.textio import read_texts
+from monitor.commands._output import emit, err_console
+
+
+def run_leakage(
+    eval_path: str | Path,
+    corpus_path: str | Path,
+    *,
+    n: int = 13,
+    threshold_review: float = 0.3,
+    threshold_leak: float = 0.5,
+    minhash: bool = False,
+    text_col: str | None = None,
+    id_col: str | None = None,
+    corpus_text_col: str | None = None,
+    show_progress: bool = True,
+) -> lk.LeakageReport:
+    """Read both collections and scan; the engine shared by ``leakage`` and ``verdict``."""
+    if n not in (5, 8, 13):
+        raise ValueError(f"`--n` must be 5, 8 or 13, got {n}")
+    items = read_texts(eval_path, text_col=text_col, id_col=id_col)
+    corpus = read_texts(corpus_path, text_col=corpus_text_col)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True,
+                  disable=not show_progress) as bar:
+        pairs = [(r.id, r.text) for r in items]
+        if minhash:
+            t = bar.add_task("sketching corpus + scanning", total=len(corpus) + len(items))
+            return lk.scan_minhash([(r.id, r.text) for r in corpus], pairs, n=n,
+                                   threshold_review=threshold_review,
+                                   threshold_leak=threshold_leak,
+                                   progress=lambda k: bar.advance(t, k))
+        t1 = bar.add_task("indexing corpus", total=len(corpus))
+        index = lk.build_index([r.text for r in corpus], doc_ids=[r.id for r in corpus], n=n,
+                               progress=lambda k: bar.advance(t1, k))
+        t2 = bar.add_task("scanning eval items", total=len(items))
+        return lk.scan(index, pairs, threshold_review=threshold_review,
+                       threshold_leak=threshold_leak, progress=lambda k: bar.advance(t2, k))
+
+
+def write_csv(report: lk.LeakageReport, path: str | Path) -> None:
+    """One row per eval item: item_id, best_doc, shared, n_ngrams, containment, jaccard, status."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "best_doc", "shared_ngrams", "item_ngrams", "containment",
+                    "jaccard", "status"])
+        for m in report.matches:
+            w.writerow([m.item_id, m.best_doc or "", m.shared, m.n_ngrams,
+                        f"{m.containment:.6f}", f"{m.jaccard:.6f}", m.status])
+
+
+def _human(report: lk.LeakageReport, data: dict[str, Any]) -> Any:
+    def render(console: Console) -> None:
+        c = report.counts()
+        console.print(
+            f"[bold]leakage[/bold] ({report.method}, {report.n}-grams, review ≥ "
+            f"{report.threshold_review}, leak ≥ {report.threshold_leak} containment): "
+            f"{len(report.matches)} items vs {report.n_docs} documents — "
+            f"leak {c['leak']}, review {c['review']}, clean {c['clean']}, "
+            f"too short {c['too-short']}"
+        )
+        flagged = report.flagged()
+        if flagged:
+            table = Table(title="flagged items (highest containment first)")
+            for col in ("item", "best document", "shared", "containment", "jaccard", "status"):
+                table.add_column(col)
+            for m in flagged[:25]:
+                table.add_row(m.item_id, str(m.best_doc), f"{m.shared}/{m.n_ngrams}",
+                              f"{m.containment:.3f}", f"{m.jaccard:.3f}", m.status)
+            console.print(table)
+            if len(flagged) > 25:
+                console.print(f"… {len(flagged) - 25} more (use --out or --json)")
+        console.print(
+            "Containment is the share of an item's word n-grams found verbatim in one "
+            "document: a high value means the text (not necessarily the answer) was in the "
+            "corpus; a low value does not rule out paraphrased or translated contamination."
+        )
+
+    return render
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("leakage")
+    def leakage_cmd(
+        eval_path: Annotated[Path, typer.Argument(help="eval items: CSV/TSV/JSONL or .txt dir")],
+        corpus_path: Annotated[Path, typer.Argument(help="corpus: CSV/TSV/JSONL or .txt dir")],
+        n: Annotated[int, typer.Option("--n", help="word n-gram length (5, 8 or 13)")] = 13,
+        threshold_review: Annotated[float, typer.Option(
+            "--threshold-review", help="containment from which an item needs review")] = 0.3,
+        threshold_leak: Annotated[float, typer.Option(
+            "--threshold-leak", help="containment from which an item counts as leaked")] = 0.5,
+        minhash: Annotated[bool, typer.Option(
+            "--minhash", help="approximate MinHash LSH Ensemble scan for huge corpora")] = False,
+        text_col: Annotated[str | None, typer.Option(
+            "--text-col", help="text column/field of the eval file")] = None,
+        id_col: Annotated[str | None, typer.Option(
+            "--id-col", help="id column/field of the eval file")] = None,
+        corpus_text_col: Annotated[str | None, typer.Option(
+            "--corpus-text-col", help="text column/field of the corpus file")] = None,
+        out: Annotated[Path | None, typer.Option("--out", help="write per-item CSV here")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    ) -> None:
+        """Per eval item, the best-matching corpus document, Jaccard, containment and a status."""
+        report = run_leakage(eval_path, corpus_path, n=n, threshold_review=threshold_review,
+                             threshold_leak=threshold_leak, minhash=minhash, text_col=text_col,
+                             id_col=id_col, corpus_text_col=corpus_text_col)
+        if out is not None:
+            write_csv(report, out)
+        data = report.to_dict(items=True)
+        emit(data, as_json=as_json, human=_human(report, data))
