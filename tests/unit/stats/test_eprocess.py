@@ -1,0 +1,158 @@
+"""E-processes and confidence sequences against closed forms and confseq (independent C++)."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+from confseq import boundaries as cb
+from scipy.special import betaln
+
+from monitor.stats import eprocess as ep
+from monitor.stats.power import n_star, sigma_d2
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(ep, verbose=False)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def _one_sided_rho(v_opt: float, alpha_opt: float) -> float:
+    # confseq tunes its one-sided mixtures (gamma-exponential included) with ρ from eq. (3.8) at
+    # level 2α; found by matching its normal_log_mixture(is_one_sided=True) at s = 0.
+    la = math.log(1.0 / (2.0 * alpha_opt))
+    return v_opt / (2.0 * la + math.log(1.0 + 2.0 * la))
+
+
+@pytest.mark.parametrize("v_opt", [10.0, 100.0, 500.0, 5000.0])
+def test_mcnemar_equals_confseq_two_sided_beta_binomial(v_opt: float) -> None:
+    # confseq's two-sided beta-binomial mixture with g = h = 1 on S = n10 − n01, V = n10 + n01
+    # is the same object (same prior r = (ρ − 1)/2), so values agree to rounding.
+    rng = np.random.default_rng(1)
+    n10 = rng.integers(0, 3000, size=200).astype(float)
+    n01 = rng.integers(0, 3000, size=200).astype(float)
+    ours = ep.log_e_mcnemar(n10, n01, v_opt=v_opt, alpha_opt=0.05)
+    ref = cb.beta_binomial_log_mixture(n10 - n01, n10 + n01, v_opt, 1.0, 1.0, 0.05, False)
+    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_mcnemar_closed_form_and_martingale() -> None:
+    a = (ep.mixture_rho() - 1.0) / 2.0
+    # Closed form B(a + n10, a + n01)/B(a, a)·2^n, written out independently.
+    assert ep.log_e_mcnemar(7, 3) == pytest.approx(betaln(a + 7, a + 3) - betaln(a, a) + 10 * math.log(2))
+    # Martingale under H0: the next discordant pair is (1,0) or (0,1) with probability 1/2.
+    for n10, n01 in [(0, 0), (5, 2), (40, 61)]:
+        now = math.exp(ep.log_e_mcnemar(n10, n01))
+        nxt = 0.5 * math.exp(ep.log_e_mcnemar(n10 + 1, n01)) + 0.5 * math.exp(
+            ep.log_e_mcnemar(n10, n01 + 1)
+        )
+        assert nxt == pytest.approx(now, rel=1e-12)
+
+
+@pytest.mark.parametrize("v_opt", [10.0, 100.0, 1000.0])
+def test_bounded_side_equals_confseq_gamma_exponential(v_opt: float) -> None:
+    # Our + side with precision ρ is confseq's one-sided gamma-exponential mixture (c = 1) with
+    # the v_opt that gives it the same ρ; the two-sided value is the average of ±, which
+    # confseq does not provide, so we compare the sides.
+    rho = ep.mixture_rho(v_opt=v_opt, alpha_opt=0.05)
+    la = math.log(1.0 / 0.1)
+    v_opt_cs = rho * (2.0 * la + math.log(1.0 + 2.0 * la))
+    assert _one_sided_rho(v_opt_cs, 0.05) == pytest.approx(rho, rel=1e-12)
+    rng = np.random.default_rng(2)
+    v = rng.uniform(0.0, 3000.0, size=300)
+    s = rng.uniform(-1.0, 1.0, size=300) * v  # |s| ≤ v keeps s + v + ρ > 0 on both sides
+    plus = ep._log_gamma_exp_side(s, v, rho)
+    minus = ep._log_gamma_exp_side(-s, v, rho)
+    np.testing.assert_allclose(plus, cb.gamma_exponential_log_mixture(s, v, v_opt_cs, 1.0, 0.05),
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(minus, cb.gamma_exponential_log_mixture(-s, v, v_opt_cs, 1.0, 0.05),
+                               rtol=1e-9, atol=1e-9)
+    two = ep.log_e_bounded(v, s, v, v_opt=v_opt)
+    np.testing.assert_allclose(two, np.logaddexp(plus, minus) - math.log(2), rtol=1e-12)
+
+
+def test_bounded_lower_bound_branch_is_below_exact_integral() -> None:
+    # Where s + v + ρ ≤ 0 the side uses a lower bound; check it against numeric quadrature.
+    from scipy.integrate import quad
+
+    rho = 5.0
+    s, v = -30.0, 20.0
+    exact = quad(lambda u: u ** (v + rho - 1) * math.exp(-u * (s + v + rho)), 0, 1)[0]
+    norm_ = quad(lambda u: u ** (rho - 1) * math.exp(-rho * u), 0, 1)[0]
+    log_exact = s + v + math.log(exact) - math.log(norm_)
+    assert float(ep._log_gamma_exp_side(np.array(s), np.array(v), rho)) <= log_exact + 1e-12
+
+
+def test_bounded_supermartingale_one_step() -> None:
+    # E[E_{n+1} | F_n] ≤ E_n for a mean-zero step on {−1, 0, 1} and on {−0.5, 0.5}.
+    for steps, probs in [((-1.0, 0.0, 1.0), (0.3, 0.4, 0.3)), ((-0.5, 0.5), (0.5, 0.5))]:
+        for n, s, v in [(0, 0.0, 0.0), (10, 3.0, 5.0), (300, -20.0, 90.0)]:
+            now = math.exp(ep.log_e_bounded(n, s, v))
+            nxt = sum(p * math.exp(ep.log_e_bounded(n + 1, s + d, v + d * d)) for d, p in zip(steps, probs, strict=True))
+            assert nxt <= now * (1 + 1e-12)
+
+
+def test_symmetry_and_vectorisation() -> None:
+    n10 = np.arange(12).reshape(3, 4)
+    n01 = n10.T[:3, :3].sum() - n10
+    np.testing.assert_allclose(ep.log_e_mcnemar(n10, n01), ep.log_e_mcnemar(n01, n10))
+    s = np.linspace(-50, 50, 11)
+    np.testing.assert_allclose(ep.log_e_bounded(400, s, 200.0), ep.log_e_bounded(400, -s, 200.0))
+    assert ep.log_e_bounded(np.full((2, 3), 400), np.zeros((2, 3)), 200.0).shape == (2, 3)
+
+
+def test_confidence_sequence_inverts_the_e_process() -> None:
+    n = np.array([200, 1000, 5000])
+    s = np.array([30.0, 80.0, 260.0])
+    v = np.array([90.0, 350.0, 1700.0])
+    lo, hi = ep.cs_bounded(n, s, v, alpha=0.05)
+    thr = math.log(20)
+    np.testing.assert_allclose(ep.log_e_bounded(n, s, v, delta=lo), thr, atol=1e-6)
+    np.testing.assert_allclose(ep.log_e_bounded(n, s, v, delta=hi), thr, atol=1e-6)
+    assert np.all(lo < s / n) and np.all(s / n < hi)
+    # Narrower with more data, and wider at a smaller α.
+    assert hi[2] - lo[2] < hi[1] - lo[1] < hi[0] - lo[0]
+    lo2, hi2 = ep.cs_bounded(n, s, v, alpha=0.001)
+    assert np.all(lo2 < lo) and np.all(hi2 > hi)
+    # 0 is outside the CS exactly when E(0) ≥ 1/α.
+    e0 = ep.log_e_bounded(n, s, v)
+    np.testing.assert_array_equal((lo > 0) | (hi < 0), e0 >= thr)
+    # McNemar CS = bounded CS on S = n10 − n01, V = n10 + n01.
+    mlo, mhi = ep.cs_mcnemar(600, 250, 150, 1000)
+    blo, bhi = ep.cs_bounded(2000, 100.0, 400.0)
+    assert (mlo, mhi) == (blo, bhi)
+    assert ep.cs_bounded(0, 0.0, 0.0) == (-1.0, 1.0)
+
+
+def test_n_star_anytime_worked_example() -> None:
+    s2 = float(sigma_d2(0.65, 0.60, 0.30))
+    n_av = ep.n_star_anytime(0.05, s2)
+    # Normal-mixture approximation in the brief: about 1,970; fixed-N N* = 1028 (DESIGN §1).
+    assert 1900 < n_av < 2100
+    assert 1.7 < n_av / float(n_star(0.05, s2)) < 2.2
+    assert ep.n_star_anytime(0.0, s2) == math.inf
+    # Smaller α (a family correction) and larger power need more items; vectorised.
+    arr = ep.n_star_anytime(np.array([0.05, 0.05, 0.1]), s2, alpha=0.05)
+    assert arr[0] == pytest.approx(n_av)
+    assert ep.n_star_anytime(0.05, s2, alpha=0.0005) > n_av
+    assert ep.n_star_anytime(0.05, s2, power=0.9) > n_av
+    assert arr[2] < n_av
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: ep.log_e_mcnemar(-1, 0), "n10"),
+        (lambda: ep.log_e_bounded(5, 0.0, 1.0, delta=1.0), "delta"),
+        (lambda: ep.cs_bounded(5, 0.0, 1.0, alpha=1.5), "alpha"),
+        (lambda: ep.n_star_anytime(0.05, 0.3, power=1.0), "power"),
+        (lambda: ep.n_star_anytime(0.05, 0.3, construction="x"), "construction"),  # type: ignore[arg-type]
+        (lambda: ep.mixture_rho(v_opt=0.0), "v_opt"),
+    ],
+)
+def test_errors_name_the_parameter(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
