@@ -11,6 +11,7 @@ from rich.table import Table
 
 from monitor.commands._output import emit
 from monitor.stats import power as pw
+from monitor.stats import shortcut
 
 
 def power_figures(
@@ -42,15 +43,12 @@ def power_figures(
 def _shortcut_figures(
     pa: float, pb: float, rho: float, *, alpha: float, power: float, n_star_exact: float
 ) -> dict[str, Any]:
-    try:
-        from monitor.stats import shortcut
-    except ImportError:  # pragma: no cover - the shortcut module lands with the stats core
-        return {}
     res = shortcut.shortcut_size(pa, pb, rho, alpha=alpha, power=power)
     return {
         "cohens_h": res.h,
         "n_shortcut_exact": res.n_exact,
         "n_shortcut": res.n,
+        # Both sizes are infinite when p_A = p_B; their ratio is then undefined (null in JSON).
         "shortcut_ratio": res.n_exact / n_star_exact if math.isfinite(n_star_exact) else math.nan,
         "lemma1_c": float(shortcut.lemma1_c((pa + pb) / 2.0, rho)),
     }

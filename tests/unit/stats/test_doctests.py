@@ -12,6 +12,7 @@ MODULES = [
     "monitor.stats.paired",
     "monitor.stats.clusters",
     "monitor.stats.multiplicity",
+    "monitor.stats.shortcut",
 ]
 
 
