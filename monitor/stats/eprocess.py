@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import betaln, gammainc, gammaln
+from scipy.special import betaln, gammainc, gammaln, hyp1f1
 from scipy.stats import norm
 
 __all__ = [
@@ -135,14 +135,19 @@ def _log_gamma_exp_side(s: Any, v: Any, rho: float) -> Any:
     big_a = v + rho
     x = s + v + rho
     log_norm = gammaln(rho) + math.log(float(gammainc(rho, rho))) - rho * math.log(rho)
-    # e^{−xu} ≥ e^{−max(x, 0)} on (0, 1] gives ∫ ≥ e^{−max(x,0)}/A: used when x ≤ 0 (the closed
-    # form needs x > 0) or when P(A, x) underflows. A lower bound keeps the process below a
-    # supermartingale, so validity is kept; it only bites on the side that has no evidence.
-    floor = -np.maximum(x, 0.0) - np.log(big_a)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Evidence side (x ≥ A): the regularized lower incomplete gamma is accurate. Otherwise
+        # P(A, x) underflows long before the integral does (the integrand rises to u = 1), so
+        # use Kummer's form ∫_0^1 u^{A−1} e^{−xu} du = e^{−x} 1F1(1; A + 1; x) / A, whose
+        # series has ratio x/(A + k) < 1 and also holds for x ≤ 0.
         xp = np.where(x > 0, x, 1.0)
-        exact = gammaln(big_a) + np.log(gammainc(big_a, xp)) - big_a * np.log(xp)
-        inner = np.where(x > 0, np.fmax(exact, floor), floor)
+        upper = gammaln(big_a) + np.log(gammainc(big_a, xp)) - big_a * np.log(xp)
+        lower = -x - np.log(big_a) + np.log(hyp1f1(1.0, big_a + 1.0, x))
+        inner = np.where(x >= big_a, upper, lower)
+        # ∫ ≥ e^{−max(x, 0)}/A: a fallback should a special function fail; a lower bound
+        # keeps the process below a supermartingale, so validity is kept.
+        floor = -np.maximum(x, 0.0) - np.log(big_a)
+        inner = np.where(np.isfinite(inner), np.fmax(inner, floor), floor)
     return s + v + inner - log_norm
 
 
