@@ -24,9 +24,9 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import leakage, power
+    from monitor.commands import leakage, power, stability
 
-    for module in (power, leakage):
+    for module in (power, leakage, stability):
         module.register(app)
 
 

@@ -1,0 +1,130 @@
+"""``llm-monitor stability``: flip rate of a model under perturbations of multiple-choice items."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import SecretStr, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from monitor.audit import stability as st
+from monitor.commands._output import emit, jsonable
+from monitor.errors import ConfigError
+
+
+def make_adapter(
+    items: list[st.MCItem],
+    *,
+    adapter: str,
+    model: str,
+    base_url: str,
+    api_key_env: str,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    local_accuracy: float,
+    local_flip: float,
+    seed: int,
+) -> st.ModelAdapter:
+    """Build the adapter named by ``adapter`` ("openai" or "local")."""
+    if adapter == "local":
+        return st.LocalAdapter(items, accuracy=local_accuracy, flip=local_flip, seed=seed,
+                               name=model)
+    if adapter != "openai":
+        raise ConfigError(f"--adapter must be 'openai' or 'local', got {adapter!r}")
+    key = os.environ.get(api_key_env)
+    try:
+        cfg = st.EndpointConfig(base_url=base_url, model=model,
+                                api_key=SecretStr(key) if key else None, timeout=timeout,
+                                retries=retries, backoff=backoff)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"--{first['loc'][0]}: {first['msg']}") from None
+    return st.OpenAIChatAdapter(cfg)
+
+
+def run_stability_cli(
+    items_path: str | Path, *, kinds: str, seed: int, concurrency: int, **adapter_opts: Any
+) -> st.StabilityReport:
+    """Load items, build the adapter and run; shared by ``stability`` and ``verdict``."""
+    items = st.load_items(items_path)
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    bad = [k for k in kind_list if k not in st.KINDS]
+    if bad or not kind_list:
+        raise ConfigError(f"--kinds must be a comma list of {', '.join(st.KINDS)}; got {kinds!r}")
+    adapter = make_adapter(items, seed=seed, **adapter_opts)
+    return asyncio.run(st.run_stability(items, adapter, kinds=kind_list, seed=seed,
+                                        concurrency=concurrency))
+
+
+def _human(rep: st.StabilityReport) -> Any:
+    def render(console: Console) -> None:
+        table = Table(title=f"stability of {rep.model}: {rep.n_items} items, "
+                            f"original accuracy {rep.accuracy_original:.3f}")
+        for col in ("perturbation", "right on original", "flipped", "flip rate", "95% Wilson CI",
+                    "accuracy perturbed"):
+            table.add_column(col)
+        for s in (*rep.per_kind, rep.overall):
+            table.add_row(s.kind, str(s.base), str(s.flips), f"{s.rate:.3f}",
+                          f"[{s.ci_low:.3f}, {s.ci_high:.3f}]", f"{s.accuracy_perturbed:.3f}")
+        console.print(table)
+        if rep.alarm:
+            how = "confirmed: the CI lies above 10 %" if rep.alarm_confirmed else \
+                "the CI still reaches below 10 %"
+            console.print(f"[bold red]ALARM[/bold red]: flip rate {rep.overall.rate:.1%} > 10 % ({how}).")
+        else:
+            console.print(f"flip rate {rep.overall.rate:.1%} is below the 10 % alarm level.")
+        console.print("A flip is an item answered right in its original form and wrong once "
+                      "perturbed; a high rate suggests memorised wording rather than skill, but "
+                      "the pooled CI treats an item's perturbations as independent.")
+        if rep.retries:
+            console.print(f"{rep.retries} request(s) were retried.")
+
+    return render
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("stability")
+    def stability_cmd(
+        items_path: Annotated[Path, typer.Argument(
+            help="JSONL items: id, question, options (list), answer (letter, index or text)")],
+        model: Annotated[str, typer.Option("--model", help="model name sent to the endpoint")],
+        adapter: Annotated[str, typer.Option(
+            "--adapter", help="openai (chat-completions HTTP) or local (deterministic)")] = "openai",
+        base_url: Annotated[str, typer.Option(
+            "--base-url", help="OpenAI-compatible base URL")] = "http://127.0.0.1:8000/v1",
+        api_key_env: Annotated[str, typer.Option(
+            "--api-key-env", help="environment variable holding the API key")] = "OPENAI_API_KEY",
+        timeout: Annotated[float, typer.Option(help="seconds per request")] = 30.0,
+        retries: Annotated[int, typer.Option(help="retries per request (429, 5xx, timeouts)")] = 3,
+        backoff: Annotated[float, typer.Option(help="first retry delay, doubled each time")] = 0.5,
+        concurrency: Annotated[int, typer.Option(help="requests in flight")] = 8,
+        kinds: Annotated[str, typer.Option(
+            help="comma list of perturbations")] = ",".join(st.KINDS),
+        seed: Annotated[int, typer.Option(help="seed of shuffles and templates")] = 0,
+        benchmark: Annotated[str, typer.Option(help="benchmark name for events")] = "stability",
+        events_out: Annotated[Path | None, typer.Option(
+            "--events-out", help="write ItemResult JSON lines here")] = None,
+        local_accuracy: Annotated[float, typer.Option(
+            "--local-accuracy", help="local adapter: accuracy on originals")] = 0.8,
+        local_flip: Annotated[float, typer.Option(
+            "--local-flip", help="local adapter: flip probability per perturbation")] = 0.05,
+        as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    ) -> None:
+        """Flip rate (right on original, wrong perturbed) with a Wilson CI and the 10 % alarm."""
+        rep = run_stability_cli(
+            items_path, kinds=kinds, seed=seed, concurrency=concurrency, adapter=adapter,
+            model=model, base_url=base_url, api_key_env=api_key_env, timeout=timeout,
+            retries=retries, backoff=backoff, local_accuracy=local_accuracy,
+            local_flip=local_flip)
+        if events_out is not None:
+            with open(events_out, "w", encoding="utf-8") as fh:
+                for ev in rep.events(benchmark=benchmark):
+                    fh.write(json.dumps(jsonable(ev)) + "\n")
+        emit(rep.to_dict(), as_json=as_json, human=_human(rep))
