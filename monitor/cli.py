@@ -24,9 +24,9 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import leakage, power, stability
+    from monitor.commands import leakage, power, report, stability, run
 
-    for module in (power, leakage, stability):
+    for module in (power, leakage, report, stability, run):
         module.register(app)
 
 

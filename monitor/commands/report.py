@@ -1,0 +1,208 @@
+"""``llm-monitor report``: which gaps of a finished leaderboard table are resolved."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from monitor.commands._output import emit
+from monitor.errors import ConfigError
+from monitor.io.tables import read_table
+from monitor.report import FAMILIES, build_report
+from monitor.stats.multiplicity import METHODS
+
+HELP = """Resolution report of a per-item score table: the ranking and, for each pair in the family,
+N, δ̂, σ̂_D², ρ̂, N*, q = N/N*, MDE, the design effect and the p-value.
+
+FILE is a long table (CSV or JSONL, optionally .gz, with item_id or question_id, model, score or
+correct, optional benchmark and group columns) or a wide table (an id column, optional group
+columns, one column per model). Empty cell = item absent; NA = no answer, scored 0 unless
+--na-as-absent.
+
+Definitions. Family: adjacent pairs of the ranking (default) or all pairs, A ranked above B.
+RESOLVED: q = N / N* ≥ 1, N* = z²σ̂_D²/δ̂² with z = z(1−α'/2) + z(power) and α' = α/m under
+bonferroni/holm (α under none/bh), m = pairs in the family. With --cluster-col the groups are
+sampled clusters: q_cluster = q / DE with the cluster-robust design effect, resolved_cluster =
+q_cluster ≥ 1. With --strata-col the groups are fixed strata (stratified variance, DE ≤ 1).
+SIGNIFICANT: family-adjusted p < α (exact McNemar on 0/1 scores, paired t otherwise).
+"""
+
+
+def _fmt(x: Any, spec: str) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return format(x, spec)
+
+
+def _fmt_n(x: Any, *, short: bool = False) -> str:
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    if x is None:
+        return "–"
+    return f"{x:,}" if x < (1e5 if short else 1e7) else f"{x:.1e}"
+
+
+def _header_lines(rep: dict[str, Any]) -> list[str]:
+    name = rep["benchmark"] or Path(rep["source"]).name
+    kind = "0/1 scores, exact McNemar" if rep["binary"] else "scores in [0, 1], paired t"
+    m = len(rep["pairs"])
+    fam = "adjacent pairs of the ranking" if rep["family"] == "adjacent" else "all pairs"
+    corr = rep["correction"]
+    sized = (f"N* sized at α/m = {rep['alpha_per_pair']:.3g}" if corr in ("bonferroni", "holm")
+             else f"N* sized at α = {rep['alpha_per_pair']:.3g}")
+    groups = rep["groups"]
+    if groups is None:
+        grp = "groups: none (items treated as independent)"
+    elif groups["kind"] == "cluster":
+        grp = (f"groups: {groups['column']!r} as CLUSTERS ({groups['n_groups']}, sampled; "
+               "cluster-robust design effect DE inflates N*)")
+    else:
+        grp = (f"groups: {groups['column']!r} as STRATA ({groups['n_groups']}, fixed; "
+               "stratified variance, DE ≤ 1)")
+    return [
+        f"{name}: {rep['n_items']:,} items, {rep['n_models']} models, {kind}",
+        f"family: {fam} ({m} pairs) · correction: {corr} ({sized}) · α = {rep['alpha']:g}, "
+        f"power = {rep['power']:g}",
+        grp,
+    ]
+
+
+def _verdict(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> Text:
+    """RESOLVED: q ≥ 1 and (with groups) the grouped q ≥ 1; fixed-N only: q ≥ 1 alone."""
+    grouped = pair.get(f"resolved_{kind}") if kind else None
+    if pair["resolved"] and grouped is not False:
+        return Text("RESOLVED", style="bold green")
+    if pair["resolved"]:
+        return Text("fixed-N" if narrow else "fixed-N only", style="yellow")
+    return Text("no" if narrow else "unresolved", style="dim")
+
+
+def _pair_cells(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> list[Any]:
+    cells: list[Any] = [] if narrow else [_fmt_n(pair["n"])]
+    cells.append(_fmt(pair["delta"], "+.3f"))
+    if not narrow:
+        cells.append(_fmt(pair["rho"], ".2f"))
+    cells += [_fmt_n(pair["n_star"], short=narrow), _fmt(pair["q"], ".2f")]
+    if kind is not None:
+        cells += [_fmt(pair["design_effect"], ".1f"), _fmt(pair[f"q_{kind}"], ".2f")]
+    sig = "*" if pair["significant"] else " "
+    cells += [_fmt(pair["p_adjusted"], ".0e" if narrow else ".1e") + sig, _verdict(pair, kind, narrow=narrow)]
+    return cells
+
+
+def _pair_columns(table: Table, kind: str | None, *, narrow: bool) -> None:
+    for name in ("δ", "N*", "q") if narrow else ("n", "δ", "ρ", "N*", "q"):
+        table.add_column(name, justify="right", no_wrap=True)
+    if kind is not None:
+        table.add_column("DE", justify="right", no_wrap=True)
+        table.add_column("q_cl" if kind == "cluster" else "q_st", justify="right", no_wrap=True)
+    table.add_column("p_adj", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+
+
+def _human(rep: dict[str, Any]) -> Any:
+    def render(console: Console) -> None:
+        if not console.is_terminal:
+            # Piped output (files, docs, CI logs) has no width to honour: use a readable one.
+            console = Console(width=max(console.width, 120), highlight=False)
+        for line in _header_lines(rep):
+            console.print(line, highlight=False)
+        groups = rep["groups"]
+        kind = groups["kind"] if groups else None
+        # Below ~110 columns the model names would be squeezed out: drop n and ρ (kept in --json).
+        narrow = console.width < 110
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        if rep["family"] == "adjacent":
+            # One row per model; the pair figures compare it with the next model down.
+            table.add_column("#", justify="right", no_wrap=True)
+            table.add_column("model", overflow="fold", ratio=1, min_width=12)
+            table.add_column("mean", justify="right", no_wrap=True)
+            _pair_columns(table, kind, narrow=narrow)
+            pairs = rep["pairs"]
+            for k, entry in enumerate(rep["ranking"]):
+                head = [str(entry["rank"]), entry["model"], f"{entry['mean']:.3f}" if narrow else f"{entry['mean']:.4f}"]
+                tail = _pair_cells(pairs[k], kind, narrow=narrow) if k < len(pairs) else []
+                table.add_row(*head, *tail)
+            table.caption = "pair figures compare each model with the next one down"
+        if kind is not None:
+            table.caption = ((table.caption + "; ") if table.caption else "") + (
+                f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
+                "fixed-N only: q ≥ 1 alone")
+        else:
+            table.add_column("A", overflow="fold", ratio=1)
+            table.add_column("B", overflow="fold", ratio=1)
+            _pair_columns(table, kind, narrow=narrow)
+            for pair in rep["pairs"]:
+                table.add_row(f"{pair['rank_a']}. {pair['model_a']}",
+                              f"{pair['rank_b']}. {pair['model_b']}",
+                              *_pair_cells(pair, kind, narrow=narrow))
+        console.print(table)
+        v = rep["verdicts"]
+        parts = [f"{v['resolved']}/{v['pairs']} resolved at fixed N (q ≥ 1)"]
+        if kind is not None:
+            short = "q_cl" if kind == "cluster" else "q_st"
+            parts.append(f"{v[f'resolved_{kind}']}/{v['pairs']} resolved with {kind} "
+                         f"({short} ≥ 1)")
+        parts.append(f"{v['significant']}/{v['pairs']} significant "
+                     f"(* = {rep['correction']}-adjusted p < {rep['alpha']:g})")
+        console.print("verdicts: " + " · ".join(parts), highlight=False)
+
+    return render
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(part.strip() for part in v.split(",") if part.strip())
+    return tuple(out)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report", help=HELP)
+    def report_cmd(
+        file: Annotated[Path, typer.Argument(help="long or wide per-item score table")],
+        benchmark: Annotated[str | None, typer.Option(
+            help="long tables with a benchmark column: which benchmark")] = None,
+        cluster_col: Annotated[str | None, typer.Option(
+            "--cluster-col", help="item groups as sampled clusters (inflates N* by DE)")] = None,
+        strata_col: Annotated[str | None, typer.Option(
+            "--strata-col", help="item groups as fixed strata (stratified variance)")] = None,
+        family: Annotated[str, typer.Option(
+            help="pairs read together: adjacent (in the ranking) or all")] = "adjacent",
+        correction: Annotated[str, typer.Option(
+            help="multiplicity correction: none, bonferroni, holm or bh")] = "holm",
+        alpha: Annotated[float, typer.Option(help="family level, two-sided")] = 0.05,
+        power: Annotated[float, typer.Option(help="target power 1−β for N*")] = 0.8,
+        id_col: Annotated[str | None, typer.Option(
+            "--id-col", help="item id column (default item_id, question_id, else first)")] = None,
+        exclude: Annotated[list[str] | None, typer.Option(
+            "--exclude", help="wide tables: a column that is not a model (repeat, or a,b)")] = None,
+        na_as_absent: Annotated[bool, typer.Option(
+            "--na-as-absent", help="treat NA cells as absent items instead of wrong answers")]
+            = False,
+        as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    ) -> None:
+        if cluster_col is not None and strata_col is not None:
+            raise ConfigError("give either --cluster-col or --strata-col, not both")
+        if family not in FAMILIES:
+            raise ConfigError(f"--family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        if correction not in METHODS:
+            raise ConfigError(
+                f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
+        table = read_table(file, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
+                           exclude=_split(exclude), benchmark=benchmark,
+                           na_as_wrong=not na_as_absent)
+        rep = build_report(table, family=family, correction=correction, alpha=alpha,
+                           power=power)
+        emit(rep, as_json=as_json, human=_human(rep))
