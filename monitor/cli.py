@@ -24,9 +24,9 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import leakage, power, report, stability, run
+    from monitor.commands import calibrate, leakage, power, report, run, stability
 
-    for module in (power, leakage, report, stability, run):
+    for module in (power, leakage, report, stability, run, calibrate):
         module.register(app)
 
 

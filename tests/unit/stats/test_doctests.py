@@ -13,6 +13,7 @@ MODULES = [
     "monitor.stats.clusters",
     "monitor.stats.multiplicity",
     "monitor.stats.shortcut",
+    "monitor.stats.calibration",
 ]
 
 
