@@ -1,0 +1,121 @@
+"""build_report: ranking, families, multiplicity and the verdict definitions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from monitor.errors import InputError
+from monitor.io.tables import ScoreTable
+from monitor.report import build_report
+from monitor.stats import power as pw
+
+CONTRACT = ("model_a", "model_b", "n", "delta", "sigma_d2", "rho", "n_star", "q", "mde",
+            "design_effect", "q_cluster", "p_value", "p_adjusted", "resolved")
+
+
+def _table(scores: np.ndarray, *, groups: np.ndarray | None = None,
+           kind: str | None = None) -> ScoreTable:
+    k = scores.shape[1]
+    return ScoreTable(source="t.csv", benchmark="b", item_ids=np.arange(len(scores)).astype(str),
+                      models=tuple(f"m{j}" for j in range(k)), scores=scores, groups=groups,
+                      group_kind=kind, group_col=None if kind is None else "g")  # type: ignore[arg-type]
+
+
+def _board(seed: int = 0, n: int = 3000, k: int = 6) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    ability = np.linspace(0.3, 1.2, k)
+    difficulty = rng.normal(0, 1.2, n)
+    p = 1 / (1 + np.exp(-(ability[None, :] - difficulty[:, None])))
+    return (rng.random((n, k)) < p).astype(float)
+
+
+@pytest.mark.parametrize("correction", ["none", "bonferroni", "holm", "bh"])
+def test_adjacent_family_and_correction(correction: str) -> None:
+    x = _board()
+    rng = np.random.default_rng(1)
+    groups = rng.choice(np.array(list("abcdefghij")), size=len(x))
+    rep = build_report(_table(x, groups=groups, kind="cluster"), correction=correction)
+    means = x.mean(axis=0)
+    assert [r["model"] for r in rep["ranking"]] == [f"m{j}" for j in np.argsort(-means)]
+    assert [r["rank"] for r in rep["ranking"]] == list(range(1, 7))
+    pairs = rep["pairs"]
+    assert len(pairs) == 5
+    for k, pair in enumerate(pairs):
+        assert pair["model_a"] == rep["ranking"][k]["model"]
+        assert pair["model_b"] == rep["ranking"][k + 1]["model"]
+        for key in CONTRACT:
+            assert key in pair
+    # Adjusted p-values equal statsmodels' multipletests on the family.
+    raw = np.array([p["p_value"] for p in pairs])
+    adj = np.array([p["p_adjusted"] for p in pairs])
+    sm = {"bonferroni": "bonferroni", "holm": "holm", "bh": "fdr_bh"}
+    expected = raw if correction == "none" else multipletests(raw, method=sm[correction])[1]
+    np.testing.assert_allclose(adj, expected, rtol=1e-12)
+    # N* is sized at α/m under the FWER corrections, at α otherwise.
+    level = 0.05 / 5 if correction in ("bonferroni", "holm") else 0.05
+    assert rep["alpha_per_pair"] == pytest.approx(level)
+    for pair in pairs:
+        exact = float(pw.n_star(pair["delta"], pair["sigma_d2"], alpha=level))
+        assert pair["n_star_exact"] == pytest.approx(exact, rel=1e-12)
+        assert pair["n_star"] == math.ceil(exact)
+        assert pair["resolved"] == (pair["q"] >= 1)
+        assert pair["q_cluster"] == pytest.approx(pair["q"] / pair["design_effect"], rel=1e-12)
+        assert pair["resolved_cluster"] == (pair["q_cluster"] >= 1)
+        assert pair["significant"] == (pair["p_adjusted"] < 0.05)
+        assert pair["q_strata"] is None and pair["resolved_strata"] is None
+    v = rep["verdicts"]
+    assert v["resolved"] == sum(p["resolved"] for p in pairs)
+    assert v["resolved_cluster"] == sum(p["resolved_cluster"] for p in pairs)
+    assert v["significant"] == sum(p["significant"] for p in pairs)
+
+
+def test_all_family_and_strata() -> None:
+    x = _board(k=5)
+    groups = np.repeat(np.array(list("abc")), 1000)
+    rep = build_report(_table(x, groups=groups, kind="strata"), family="all")
+    assert len(rep["pairs"]) == 10
+    assert rep["groups"] == {"kind": "strata", "column": "g", "n_groups": 3}
+    for pair in rep["pairs"]:
+        assert pair["rank_a"] < pair["rank_b"]
+        assert pair["design_effect"] <= 1 + 1e-12
+        assert pair["q_cluster"] is None
+        assert pair["resolved_strata"] == (pair["q_strata"] >= 1)
+
+
+def test_no_groups_leaves_design_effect_empty() -> None:
+    rep = build_report(_table(_board(k=3)))
+    assert rep["groups"] is None
+    assert all(p["design_effect"] is None and p["q_cluster"] is None for p in rep["pairs"])
+    assert rep["verdicts"]["resolved_cluster"] is None
+
+
+def test_zero_gap_reports_infinite_n_star() -> None:
+    x = np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=float)
+    pair = build_report(_table(x))["pairs"][0]
+    assert pair["delta"] == 0 and math.isinf(pair["n_star"])
+    assert pair["q"] == 0 and pair["resolved"] is False and pair["p_value"] == 1.0
+
+
+def test_pair_without_shared_items_is_named() -> None:
+    x = np.array([[1.0, np.nan], [np.nan, 0.0]])
+    with pytest.raises(InputError, match="'m0' and 'm1' share no item"):
+        build_report(_table(x))
+    # Ranking m0 (1.0), m2 (2/3), m1 (0.0): both adjacent pairs share items, (m0, m1) does not.
+    x2 = np.array([[1.0, np.nan, 1.0], [np.nan, 0.0, 0.0], [1.0, np.nan, 1.0]])
+    assert len(build_report(_table(x2))["pairs"]) == 2
+    with pytest.raises(InputError, match="share no item"):
+        build_report(_table(x2), family="all")
+
+
+def test_bad_options() -> None:
+    t = _table(_board(k=3))
+    with pytest.raises(ValueError, match="`method`"):
+        build_report(t, correction="sidak")
+    with pytest.raises(ValueError, match="`family`"):
+        build_report(t, family="some")
+    with pytest.raises(ValueError, match="`alpha`"):
+        build_report(t, alpha=1.5)

@@ -1,0 +1,136 @@
+"""The vectorised board equals the single-pair reference functions, pair by pair."""
+
+from __future__ import annotations
+
+import doctest
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_rel
+from statsmodels.stats.contingency_tables import mcnemar
+
+from monitor.io import read_table
+from monitor.stats import board as board_module
+from monitor.stats.board import all_pairs, board
+from monitor.stats.clusters import design_effect, strata_design_effect
+from monitor.stats.paired import paired_summary
+
+
+def _check_against_reference(scores: np.ndarray, groups: np.ndarray | None,
+                             picks: list[tuple[int, int]], *, alpha: float = 0.05) -> None:
+    a = np.array([p[0] for p in picks])
+    b = np.array([p[1] for p in picks])
+    res = board(scores, pairs=(a, b), groups=groups, alpha=alpha)
+    strata = board(scores, pairs=(a, b), groups=groups, group_kind="strata", alpha=alpha)
+    for k, (ia, ib) in enumerate(picks):
+        both = ~np.isnan(scores[:, ia]) & ~np.isnan(scores[:, ib])
+        xa, xb = scores[both, ia], scores[both, ib]
+        s = paired_summary(xa, xb)
+        assert res.n[k] == s.n
+        assert res.mean_a[k] == pytest.approx(s.mean_a, rel=1e-12)
+        assert res.delta[k] == pytest.approx(s.delta, rel=1e-10, abs=1e-15)
+        assert res.sigma_d2[k] == pytest.approx(s.sigma_d2, rel=1e-10)
+        assert res.rho[k] == pytest.approx(s.rho, rel=1e-9)
+        assert res.n_star[k] == pytest.approx(s.n_star(alpha=alpha), rel=1e-9)
+        assert res.q[k] == pytest.approx(s.q(alpha=alpha), rel=1e-9)
+        assert res.mde[k] == pytest.approx(s.mde(alpha=alpha), rel=1e-10)
+        if res.binary:
+            assert (res.n11[k], res.n10[k], res.n01[k], res.n00[k]) == (  # type: ignore[index]
+                s.n11, s.n10, s.n01, s.n00)
+            # statsmodels' exact McNemar (binomial on the discordant pairs) as the peer.
+            table = [[s.n11, s.n10], [s.n01, s.n00]]
+            assert res.p_value[k] == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
+        else:
+            assert res.p_value[k] == pytest.approx(ttest_rel(xa, xb).pvalue, rel=1e-8)
+        if groups is not None:
+            g = groups[both]
+            assert res.design_effect is not None and strata.design_effect is not None
+            assert res.design_effect[k] == pytest.approx(design_effect(xa - xb, g).de, rel=1e-9)
+            assert strata.design_effect[k] == pytest.approx(
+                strata_design_effect(xa - xb, g), rel=1e-9)
+
+
+def test_board_equals_single_pair_on_real_mmlu(shared_data: Path) -> None:
+    t = read_table(shared_data / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
+                   cluster_col="category")
+    idx = {m: j for j, m in enumerate(t.models)}
+    picks = [
+        (idx["gemini-1.5-pro-002"], idx["gemini-1.5-flash-002"]),  # both miss a few items
+        (idx["DeepSeek-Coder-V2"], idx["Meta-Llama-3_1-70B-Instruct"]),  # 1,681 absent
+        (idx["Meta-Llama-3_1-70B"], idx["Meta-Llama-3-70B"]),  # complete pair
+        (idx["Yi-34B"], idx["mathstral-7B"]),  # tiny gap, huge N*
+        (idx["deepseek(2024-05, per-category upload)"], idx["DeepSeek-Coder-V2"]),
+    ]
+    assert t.groups is not None
+    _check_against_reference(t.scores, t.groups, picks)
+    _check_against_reference(t.scores, t.groups, picks, alpha=0.05 / 31)
+
+
+def test_board_equals_single_pair_on_real_gsm8k(shared_data: Path) -> None:
+    t = read_table(shared_data / "zeroeval_gsm8k_item_correctness_wide.csv", exclude=("gold",))
+    a, b = all_pairs(len(t.models))
+    picks = list(zip(a[::97].tolist(), b[::97].tolist(), strict=True))
+    _check_against_reference(t.scores, None, picks)
+
+
+def test_board_continuous_scores_with_gaps() -> None:
+    rng = np.random.default_rng(11)
+    x = rng.beta(2, 3, size=(500, 5))
+    x[:, 1] = np.clip(x[:, 0] + rng.normal(0.03, 0.2, 500), 0, 1)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    groups = rng.choice(np.array(list("abcdefg")), size=500)
+    a, b = all_pairs(5)
+    _check_against_reference(x, groups, list(zip(a.tolist(), b.tolist(), strict=True)))
+
+
+def test_full_board_is_every_pair_once() -> None:
+    rng = np.random.default_rng(3)
+    x = (rng.random((200, 6)) < 0.6).astype(float)
+    res = board(x)
+    assert len(res) == 15
+    assert {(int(i), int(j)) for i, j in zip(res.a, res.b, strict=True)} == {
+        (i, j) for i in range(6) for j in range(i + 1, 6)}
+
+
+def test_one_item_per_cluster_gives_de_one() -> None:
+    rng = np.random.default_rng(5)
+    x = (rng.random((300, 4)) < 0.5).astype(float)
+    res = board(x, groups=np.arange(300))
+    assert res.design_effect is not None
+    np.testing.assert_allclose(res.design_effect, 1.0, rtol=1e-12)
+
+
+def test_zero_gap_is_infinite_n_star() -> None:
+    x = np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=float)
+    res = board(x, groups=np.array(["u", "u", "v", "v"]))
+    assert res.delta[0] == 0
+    assert math.isinf(res.n_star[0])
+    assert res.q[0] == 0 and res.q_grouped is not None and res.q_grouped[0] == 0
+    assert res.p_value[0] == 1.0
+
+
+def test_item_permutation_leaves_the_board_unchanged() -> None:
+    rng = np.random.default_rng(8)
+    x = (rng.random((400, 5)) < 0.55).astype(float)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    g = rng.choice(np.array(list("pqrs")), size=400)
+    perm = rng.permutation(400)
+    r1, r2 = board(x, groups=g), board(x[perm], groups=g[perm])
+    for name in ("n", "delta", "sigma_d2", "q", "p_value", "design_effect"):
+        np.testing.assert_allclose(getattr(r1, name), getattr(r2, name), rtol=1e-10)
+
+
+def test_bad_arguments_name_the_parameter() -> None:
+    with pytest.raises(ValueError, match="`scores`"):
+        board(np.array([[1.5, 0.0]]))
+    with pytest.raises(ValueError, match="`group_kind`"):
+        board(np.zeros((3, 2)), groups=np.zeros(3), group_kind="blocks")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="share no item"):
+        board(np.array([[1.0, np.nan], [np.nan, 0.0]]))
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(board_module, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
