@@ -1,0 +1,100 @@
+"""`llm-monitor report` end to end: the real tables, the JSON contract, clean errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+
+CONTRACT = ("model_a", "model_b", "n", "delta", "sigma_d2", "rho", "n_star", "q", "mde",
+            "design_effect", "q_cluster", "p_value", "p_adjusted", "resolved")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "monitor.cli", "report", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_mmlu_wide_json_contract(shared_data: Path) -> None:
+    res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude", "src",
+               "--cluster-col", "category", "--json")
+    assert res.returncode == 0, res.stderr
+    rep = json.loads(res.stdout)
+    assert len(rep["ranking"]) == 32 and len(rep["pairs"]) == 31
+    assert set(rep["ranking"][0]) >= {"model", "mean", "n"}
+    means = [r["mean"] for r in rep["ranking"]]
+    assert means == sorted(means, reverse=True)
+    for pair in rep["pairs"]:
+        for key in CONTRACT:
+            assert key in pair, key
+        assert pair["q_cluster"] is not None and pair["design_effect"] > 0
+    assert rep["groups"] == {"kind": "cluster", "column": "category", "n_groups": 14}
+    assert rep["family"] == "adjacent" and rep["correction"] == "holm"
+
+
+def test_human_output_states_family_correction_and_groups(shared_data: Path) -> None:
+    res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude", "src",
+               "--cluster-col", "category")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "family: adjacent pairs of the ranking (31 pairs)" in out
+    assert "correction: holm" in out and "as CLUSTERS" in out
+    assert "RESOLVED" in out and "verdicts:" in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+
+
+def test_long_and_gsm8k_tables_through_the_cli(
+    shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["report", str(shared_data / "zeroeval_gsm8k_item_correctness_long.csv.gz"),
+               "--family", "all", "--correction", "bh", "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(rep["pairs"]) == 42 * 41 // 2
+    rc = main(["report", str(shared_data / "zeroeval_gsm8k_item_correctness_wide.csv"),
+               "--exclude", "gold", "--json"])
+    wide = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(wide["pairs"]) == 41
+    rc = main(["report", str(shared_data / "mmlu_pro_item_correctness_long.csv.gz"),
+               "--strata-col", "category", "--na-as-absent", "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rep["groups"]["kind"] == "strata"
+    assert all(p["q_strata"] is not None for p in rep["pairs"])
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "message"),
+    [
+        ("item_id,a,b\ni1,1,0\ni2,x,0\n", [], "line 3, field 'a': score 'x' is not a number"),
+        ("item_id,a,b\ni1,1,0\ni2,1,3\n", [], "line 3, field 'b': score '3' is outside [0, 1]"),
+        ("item_id,model,score\ni1,a,1\ni1,a,0\n", [], "line 3, field 'score'"),
+        ("item_id,a,b\ni1,1,\ni2,,0\n", [], "'a' and 'b' share no item"),
+        ("item_id,a\ni1,1\n", ["--exclude", "src"], "line 1, field 'src': missing column"),
+        ("", [], "empty file"),
+        ("item_id,a,b\ni1,1,0\n", ["--cluster-col", "a", "--strata-col", "b"], "not both"),
+        ("item_id,a,b\ni1,1,0\n", ["--correction", "sidak"], "--correction must be one of"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, args: list[str], message: str
+) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    rc = main(["report", str(path), *args])
+    _, err = capsys.readouterr()
+    assert rc == 2
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("item_id,a,b\ni1,1,0\ni2,1,0.5\ni3,1,NaN\n")
+    res = _cli(str(path))
+    assert res.returncode == 2
+    assert f"{path}, line 4, field 'b'" in res.stderr
+    assert "Traceback" not in res.stderr
