@@ -40,6 +40,30 @@ def ranking_order(table: ScoreTable) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return order, means, counts
 
 
+def select_models(table: ScoreTable, *, complete_only: bool = False,
+                  top: int | None = None) -> ScoreTable:
+    """Keep the models with every item of the table (``complete_only``), then the ``top`` best.
+
+    "Every item" means every item of the table as read, so that a board of models evaluated on
+    the same full benchmark can be separated from partial uploads.
+    """
+    keep = list(table.models)
+    if complete_only:
+        counts = table.n_items()
+        keep = [m for m, c in zip(table.models, counts.tolist(), strict=True)
+                if c == len(table.item_ids)]
+        if len(keep) < 2:
+            raise InputError(f"fewer than two models have all {len(table.item_ids)} items",
+                             source=table.source)
+    sub = table.select(keep) if len(keep) != len(table.models) else table
+    if top is not None:
+        if top < 2:
+            raise ValueError(f"`top` must be at least 2, got {top}")
+        order, _, _ = ranking_order(sub)
+        sub = sub.select([sub.models[j] for j in order[:top]])
+    return sub
+
+
 def family_pairs(order: np.ndarray, family: str) -> tuple[np.ndarray, np.ndarray]:
     """Column indices (A, B) of the family's pairs, A ranked above B."""
     if family == "adjacent":

@@ -15,7 +15,7 @@ from rich.text import Text
 from monitor.commands._output import emit
 from monitor.errors import ConfigError
 from monitor.io.tables import read_table
-from monitor.report import FAMILIES, build_report
+from monitor.report import FAMILIES, build_report, select_models
 from monitor.stats.multiplicity import METHODS
 
 HELP = """Resolution report of a per-item score table: the ranking and, for each pair in the family,
@@ -149,14 +149,14 @@ def _human(rep: dict[str, Any]) -> Any:
                               *_pair_cells(pair, kind, narrow=narrow))
         console.print(table)
         v = rep["verdicts"]
-        parts = [f"{v['resolved']}/{v['pairs']} resolved at fixed N (q ≥ 1)"]
+        parts = [f"{v['resolved']} resolved at fixed N (q ≥ 1)"]
         if kind is not None:
             short = "q_cl" if kind == "cluster" else "q_st"
-            parts.append(f"{v[f'resolved_{kind}']}/{v['pairs']} resolved with {kind} "
-                         f"({short} ≥ 1)")
-        parts.append(f"{v['significant']}/{v['pairs']} significant "
-                     f"(* = {rep['correction']}-adjusted p < {rep['alpha']:g})")
-        console.print("verdicts: " + " · ".join(parts), highlight=False)
+            label = "clusters" if kind == "cluster" else "strata"
+            parts.append(f"{v[f'resolved_{kind}']} resolved with {label} ({short} ≥ 1)")
+        parts.append(f"{v['significant']} significant "
+                     f"(* {rep['correction']}-adjusted p < {rep['alpha']:g})")
+        console.print(f"verdicts ({v['pairs']} pairs): " + " · ".join(parts), highlight=False)
 
     return render
 
@@ -191,6 +191,11 @@ def register(app: typer.Typer) -> None:
         na_as_absent: Annotated[bool, typer.Option(
             "--na-as-absent", help="treat NA cells as absent items instead of wrong answers")]
             = False,
+        complete_only: Annotated[bool, typer.Option(
+            "--complete-only", help="keep only models that have every item of the table")]
+            = False,
+        top: Annotated[int | None, typer.Option(
+            help="keep only the N best models of the ranking (after --complete-only)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         if cluster_col is not None and strata_col is not None:
@@ -203,6 +208,9 @@ def register(app: typer.Typer) -> None:
         table = read_table(file, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
                            exclude=_split(exclude), benchmark=benchmark,
                            na_as_wrong=not na_as_absent)
+        if complete_only or top is not None:
+            table = select_models(table, complete_only=complete_only, top=top)
         rep = build_report(table, family=family, correction=correction, alpha=alpha,
                            power=power)
+        rep["selection"] = {"complete_only": complete_only, "top": top}
         emit(rep, as_json=as_json, human=_human(rep))

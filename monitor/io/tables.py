@@ -98,6 +98,18 @@ class ScoreTable:
         present = self.scores[~np.isnan(self.scores)]
         return bool(np.all((present == 0.0) | (present == 1.0)))
 
+    def select(self, models: Sequence[str]) -> ScoreTable:
+        """The same table restricted to ``models`` (in that order); items no one has are dropped."""
+        cols = [self._index(m) for m in models]
+        scores = self.scores[:, cols]
+        keep = ~np.isnan(scores).all(axis=1)
+        return ScoreTable(
+            source=self.source, benchmark=self.benchmark, item_ids=self.item_ids[keep],
+            models=tuple(models), scores=scores[keep],
+            groups=None if self.groups is None else self.groups[keep],
+            group_kind=self.group_kind, group_col=self.group_col,
+        )
+
     def n_items(self) -> NDArray[np.int64]:
         """Number of items each model has, in ``models`` order."""
         return np.sum(~np.isnan(self.scores), axis=0)

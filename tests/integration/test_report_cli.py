@@ -44,7 +44,7 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path) -> 
     out = res.stdout
     assert "family: adjacent pairs of the ranking (31 pairs)" in out
     assert "correction: holm" in out and "as CLUSTERS" in out
-    assert "RESOLVED" in out and "verdicts:" in out
+    assert "RESOLVED" in out and "verdicts (31 pairs):" in out
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
@@ -98,3 +98,18 @@ def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert f"{path}, line 4, field 'b'" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_mmlu_top10_figures_quoted_in_docs(shared_data: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/mmlu-pro-top10.md quotes these verdict counts; they must stay what the CLI prints.
+    base = ["report", str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude",
+            "src", "--complete-only", "--top", "10", "--json"]
+    assert main([*base, "--cluster-col", "category"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [r["n"] for r in rep["ranking"]] == [12_032] * 10
+    assert rep["ranking"][0]["model"] == "gpt-4o(2024-05, per-category upload)"
+    v = rep["verdicts"]
+    assert (v["pairs"], v["resolved"], v["resolved_cluster"], v["significant"]) == (9, 6, 2, 6)
+    des = [p["design_effect"] for p in rep["pairs"]]
+    assert 4.4 < min(des) < 4.6 and 40 < max(des) < 40.5
