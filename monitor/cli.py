@@ -24,9 +24,9 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import calibrate, leakage, power, report, run, stability
+    from monitor.commands import calibrate, compare, leakage, power, report, run, stability, verdict
 
-    for module in (power, leakage, report, stability, run, calibrate):
+    for module in (power, leakage, report, stability, run, calibrate, compare, verdict):
         module.register(app)
 
 

@@ -22,7 +22,8 @@ Progress = Callable[[int], None]
 STATUSES = ("clean", "review", "leak", "too-short")
 
 
-def _check_thresholds(review: float, leak: float) -> None:
+def check_thresholds(review: float, leak: float) -> None:
+    """Raise ValueError unless 0 < review ≤ leak ≤ 1."""
     if not 0.0 < review <= 1.0:
         raise ValueError(f"`threshold_review` must lie in (0, 1], got {review}")
     if not 0.0 < leak <= 1.0:
@@ -238,7 +239,7 @@ def scan(
     >>> [(m.item_id, m.status, m.containment) for m in rep.matches]
     [('q1', 'leak', 1.0), ('q2', 'clean', 0.0)]
     """
-    _check_thresholds(threshold_review, threshold_leak)
+    check_thresholds(threshold_review, threshold_leak)
     if batch < 1:
         raise ValueError(f"`batch` must be at least 1, got {batch}")
     out: list[ItemMatch] = []
@@ -278,7 +279,7 @@ def scan_minhash(
     """
     from datasketch import LeanMinHash, MinHash, MinHashLSHEnsemble
 
-    _check_thresholds(threshold_review, threshold_leak)
+    check_thresholds(threshold_review, threshold_leak)
 
     def sketch(h: NDArray[np.uint64]) -> LeanMinHash:
         m = MinHash(num_perm=num_perm, seed=1, hashfunc=int)

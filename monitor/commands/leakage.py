@@ -32,6 +32,7 @@ def run_leakage(
     """Read both collections and scan; the engine shared by ``leakage`` and ``verdict``."""
     if n not in (5, 8, 13):
         raise ValueError(f"`--n` must be 5, 8 or 13, got {n}")
+    lk.check_thresholds(threshold_review, threshold_leak)
     items = read_texts(eval_path, text_col=text_col, id_col=id_col)
     corpus = read_texts(corpus_path, text_col=corpus_text_col)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
