@@ -95,7 +95,9 @@ def _pair_cells(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> list
         cells.append(_fmt(pair["rho"], ".2f"))
     cells += [_fmt_n(pair["n_star"], short=narrow), _fmt(pair["q"], ".2f")]
     if kind is not None:
-        cells += [_fmt(pair["design_effect"], ".1f"), _fmt(pair[f"q_{kind}"], ".2f")]
+        de = pair["design_effect"]
+        cells += [_fmt(de, ".1f" if de is not None and de >= 10 else ".2f"),
+                  _fmt(pair[f"q_{kind}"], ".2f")]
     sig = "*" if pair["significant"] else " "
     cells += [_fmt(pair["p_adjusted"], ".0e" if narrow else ".1e") + sig, _verdict(pair, kind, narrow=narrow)]
     return cells
@@ -149,13 +151,13 @@ def _human(rep: dict[str, Any]) -> Any:
                               *_pair_cells(pair, kind, narrow=narrow))
         console.print(table)
         v = rep["verdicts"]
-        parts = [f"{v['resolved']} resolved at fixed N (q ≥ 1)"]
+        parts = [f"{v['resolved']} resolved (q ≥ 1)"]
         if kind is not None:
             short = "q_cl" if kind == "cluster" else "q_st"
             label = "clusters" if kind == "cluster" else "strata"
             parts.append(f"{v[f'resolved_{kind}']} resolved with {label} ({short} ≥ 1)")
-        parts.append(f"{v['significant']} significant "
-                     f"(* {rep['correction']}-adjusted p < {rep['alpha']:g})")
+        adj = "unadjusted" if rep["correction"] == "none" else rep["correction"]
+        parts.append(f"{v['significant']} significant (*: {adj} p < {rep['alpha']:g})")
         console.print(f"verdicts ({v['pairs']} pairs): " + " · ".join(parts), highlight=False)
 
     return render
