@@ -1,0 +1,327 @@
+"""The event contract of the live monitor: pydantic models and a decoder that never raises.
+
+``ItemResult`` is what producers send; ``ResolutionChange`` and ``RankingChange`` are what the
+monitor publishes; ``DeadLetter`` carries every rejected input with a machine-readable reason.
+``schemas/`` at the top of the repository holds the JSON Schema generated from these models
+(``llm-monitor schemas --out schemas``) — the contract for producers in any language.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+#: Machine-readable dead-letter reasons (the ``reason`` field of :class:`DeadLetter`).
+DEAD_LETTER_REASONS = ("invalid-json", "invalid-utf8", "schema", "conflict", "too-large")
+
+#: A dead letter keeps at most this many characters of the offending input.
+PAYLOAD_LIMIT = 1024
+
+_VARIANT_PATTERN = r"^(original|perturbed:[A-Za-z0-9_.\-]{1,64})$"
+_VERDICT_PATTERN = r"^(unresolved|resolved:.+)$"
+
+NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200)]
+Label = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class _Event(BaseModel):
+    # strict: a producer sending "0.5" or true as a score is told so instead of being coerced.
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class ItemResult(_Event):
+    """One model's score on one benchmark item: the event producers send."""
+
+    benchmark: NonEmpty200 = Field(description="benchmark name, e.g. 'mmlu_pro'")
+    item_id: Annotated[str, Field(min_length=1, max_length=500)] = Field(
+        description="the item's identifier inside the benchmark"
+    )
+    model: NonEmpty200 = Field(description="the model that produced the answer")
+    score: float = Field(
+        ge=0.0, le=1.0, allow_inf_nan=False,
+        description="score in [0, 1]; 0/1 for binary benchmarks (integers 0 and 1 accepted)",
+    )
+    cluster: Annotated[str, Field(max_length=200)] | None = Field(
+        default=None,
+        description="grouping label of the item (e.g. subject); the first value seen for an item wins",
+    )
+    run_id: Annotated[str, Field(max_length=200)] | None = Field(
+        default=None, description="producer's run identifier; recorded, not part of identity"
+    )
+    variant: str = Field(
+        default="original",
+        pattern=_VARIANT_PATTERN,
+        description="'original' or 'perturbed:<kind>' (e.g. 'perturbed:paraphrase')",
+    )
+    flags: list[Label] = Field(
+        default_factory=list,
+        max_length=32,
+        description="item flags, e.g. 'leak-suspect' (excluded from resolution by default)",
+    )
+    # Not strict: JSON has no datetime type, so ISO-8601 strings must be accepted here.
+    ts: datetime | None = Field(default=None, strict=False, description="when the result was produced")
+    schema_version: Literal[1] = Field(default=1, description="contract version")
+
+
+class ResolutionChange(_Event):
+    """A pair's verdict changed; ``model_a`` is ranked above ``model_b`` when emitted."""
+
+    change_id: int = Field(ge=0, description="monotonically increasing identifier of the change")
+    benchmark: NonEmpty200
+    model_a: NonEmpty200
+    model_b: NonEmpty200
+    previous: str = Field(pattern=_VERDICT_PATTERN, description="the verdict before")
+    verdict: str = Field(pattern=_VERDICT_PATTERN, description="'unresolved' or 'resolved:<model>'")
+    n: int = Field(ge=0, description="paired items")
+    delta: float | None = Field(description="mean score of model_a minus model_b on paired items")
+    cs_low: float | None = Field(description="lower end of the confidence sequence for delta")
+    cs_high: float | None = Field(description="upper end of the confidence sequence for delta")
+    e_value: float | None = Field(description="E_n of the pair's e-process (may be very large)")
+    q: float | None = Field(description="fixed-N resolution ratio N / N* (family-corrected)")
+    q_cluster: float | None = Field(description="q with the cluster-robust design effect")
+    q_anytime: float | None = Field(description="N / N*_AV, the anytime-valid resolution ratio")
+    mde: float | None = Field(description="minimum detectable effect at n (family-corrected)")
+    ts: datetime = Field(strict=False)
+    schema_version: Literal[1] = 1
+
+
+class RankingChange(_Event):
+    """A benchmark's ranking changed order or became (un)resolved."""
+
+    change_id: int = Field(ge=0)
+    benchmark: NonEmpty200
+    resolved: bool = Field(description="every adjacent pair resolved in the ranking's direction")
+    models: list[str] = Field(description="models ordered by mean score, best first")
+    unresolved_pairs: int = Field(ge=0, description="adjacent pairs not yet resolved")
+    ts: datetime = Field(strict=False)
+    schema_version: Literal[1] = 1
+
+
+class DeadLetter(_Event):
+    """A rejected input with a machine-readable reason; nothing is rejected silently."""
+
+    reason: Literal["invalid-json", "invalid-utf8", "schema", "conflict", "too-large"]
+    detail: str = Field(description="human-readable explanation naming the index and field")
+    payload: str = Field(max_length=PAYLOAD_LIMIT, description="the raw input, truncated to 1 KB")
+    source: str = Field(description="where it came from: 'http[3]', 'file:line', 'topic/partition/offset'")
+    index: int | None = Field(default=None, description="index of the event inside its request")
+    ts: datetime = Field(strict=False)
+    schema_version: Literal[1] = 1
+
+
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "ItemResult": ItemResult,
+    "ResolutionChange": ResolutionChange,
+    "RankingChange": RankingChange,
+    "DeadLetter": DeadLetter,
+}
+
+
+@dataclass
+class Decoded:
+    """The outcome of :func:`decode_events`: valid events and dead letters, each with its index."""
+
+    valid: list[tuple[int, ItemResult]] = field(default_factory=list)
+    invalid: list[DeadLetter] = field(default_factory=list)
+
+
+_LIST_ADAPTER: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _truncate(text: str) -> str:
+    return text[:PAYLOAD_LIMIT]
+
+
+def dead_letter(
+    reason: str, detail: str, payload: str, *, source: str, index: int | None = None,
+    ts: datetime | None = None,
+) -> DeadLetter:
+    """Build a DeadLetter, truncating the payload to 1 KB."""
+    return DeadLetter(
+        reason=reason,  # type: ignore[arg-type]
+        detail=detail,
+        payload=_truncate(payload),
+        source=source,
+        index=index,
+        ts=ts or _now(),
+    )
+
+
+def _describe(err: ValidationError, index: int) -> str:
+    parts = []
+    for e in err.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for p in e["loc"]) or "<event>"
+        parts.append(f"field {loc!r}: {e['msg']}")
+    return f"event {index}: " + "; ".join(parts)
+
+
+def _validate_one(obj: Any, index: int, text: str | None, source: str, out: Decoded) -> None:
+    where = f"{source}[{index}]"
+    if not isinstance(obj, dict):
+        out.invalid.append(dead_letter(
+            "schema", f"event {index}: expected a JSON object, got {type(obj).__name__}",
+            text if text is not None else _safe_dumps(obj), source=where, index=index,
+        ))
+        return
+    try:
+        out.valid.append((index, ItemResult.model_validate(obj)))
+    except ValidationError as exc:
+        out.invalid.append(dead_letter(
+            "schema", _describe(exc, index), text if text is not None else _safe_dumps(obj),
+            source=where, index=index,
+        ))
+
+
+def _safe_dumps(obj: Any) -> str:
+    try:
+        return _truncate(json.dumps(obj, allow_nan=True, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return _truncate(repr(obj))
+
+
+def _loads(text: str) -> Any:
+    # Python's json accepts NaN/Infinity; the score field rejects them with a named reason.
+    return json.loads(text)
+
+
+def decode_events(body: bytes, *, source: str) -> Decoded:
+    """Decode one JSON object, a JSON array of objects, or NDJSON into ItemResults.
+
+    Invalid UTF-8, invalid JSON and schema failures become DeadLetters naming the index and
+    field; valid events in the same body are unaffected. Never raises on any bytes.
+
+    Parameters
+    ----------
+    body
+        The raw request body or file chunk.
+    source
+        Where the body came from (``"http"``, ``"file.jsonl"``); each dead letter's source is
+        ``f"{source}[{index}]"``.
+
+    Examples
+    --------
+    >>> d = decode_events(b'[{"benchmark": "b", "item_id": "1", "model": "m", "score": 1}, 7]',
+    ...                   source="http")
+    >>> len(d.valid), d.invalid[0].reason, d.invalid[0].source
+    (1, 'schema', 'http[1]')
+    """
+    try:
+        return _decode(body, source)
+    except Exception as exc:  # last resort: the decoder must never take a worker down
+        out = Decoded()
+        out.invalid.append(dead_letter(
+            "invalid-json", f"undecodable body: {type(exc).__name__}",
+            _truncate(bytes(body[:PAYLOAD_LIMIT]).decode("utf-8", "replace")),
+            source=f"{source}[0]", index=0,
+        ))
+        return out
+
+
+def _decode(body: bytes, source: str) -> Decoded:
+    out = Decoded()
+    stripped = body.strip()
+    if not stripped:
+        out.invalid.append(dead_letter("invalid-json", "event 0: empty body", "",
+                                       source=f"{source}[0]", index=0))
+        return out
+    if stripped[:1] == b"[":
+        return _decode_array(stripped, source)
+    # One object or NDJSON: first try the whole body as one document.
+    try:
+        text = stripped.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        try:
+            obj = _loads(text)
+        except ValueError:
+            pass
+        except RecursionError:
+            out.invalid.append(dead_letter("invalid-json", "event 0: nesting too deep", text,
+                                           source=f"{source}[0]", index=0))
+            return out
+        else:
+            _validate_one(obj, 0, text, source, out)
+            return out
+    return _decode_ndjson(stripped, source)
+
+
+def _decode_array(body: bytes, source: str) -> Decoded:
+    out = Decoded()
+    try:
+        # Fast path: the whole array validated in one call, in JSON mode.
+        events = _LIST_ADAPTER.validate_json(body)
+    except ValidationError:
+        pass
+    else:
+        out.valid = list(enumerate(events))
+        return out
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        out.invalid.append(dead_letter(
+            "invalid-utf8", f"event 0: invalid UTF-8 at byte {exc.start}",
+            body[:PAYLOAD_LIMIT].decode("utf-8", "replace"), source=f"{source}[0]", index=0,
+        ))
+        return out
+    try:
+        arr = _loads(text)
+    except ValueError as exc:
+        out.invalid.append(dead_letter("invalid-json", f"event 0: invalid JSON: {exc}", text,
+                                       source=f"{source}[0]", index=0))
+        return out
+    except RecursionError:
+        out.invalid.append(dead_letter("invalid-json", "event 0: nesting too deep", text,
+                                       source=f"{source}[0]", index=0))
+        return out
+    if not isinstance(arr, list):  # pragma: no cover - a body starting with '[' parses to a list
+        _validate_one(arr, 0, text, source, out)
+        return out
+    for i, obj in enumerate(arr):
+        _validate_one(obj, i, None, source, out)
+    return out
+
+
+def _decode_ndjson(body: bytes, source: str) -> Decoded:
+    out = Decoded()
+    lines = [ln for ln in body.split(b"\n") if ln.strip()]
+    try:
+        # Fast path: every line valid. The count check guards against a line such as
+        # '{...},{...}' that would otherwise shift the indices of the following lines.
+        events = _LIST_ADAPTER.validate_json(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        pass
+    else:
+        if len(events) == len(lines):
+            out.valid = list(enumerate(events))
+            return out
+    for i, raw in enumerate(lines):
+        where = f"{source}[{i}]"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            out.invalid.append(dead_letter(
+                "invalid-utf8", f"event {i}: invalid UTF-8 at byte {exc.start}",
+                raw[:PAYLOAD_LIMIT].decode("utf-8", "replace"), source=where, index=i,
+            ))
+            continue
+        try:
+            obj = _loads(text)
+        except ValueError as exc:
+            out.invalid.append(dead_letter("invalid-json", f"event {i}: invalid JSON: {exc}",
+                                           text, source=where, index=i))
+            continue
+        except RecursionError:
+            out.invalid.append(dead_letter("invalid-json", f"event {i}: nesting too deep",
+                                           text, source=where, index=i))
+            continue
+        _validate_one(obj, i, text, source, out)
+    return out

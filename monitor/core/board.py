@@ -1,0 +1,259 @@
+"""State of one benchmark: a dense score matrix and per-cluster Gram matrices of the pairs.
+
+Every pair statistic the monitor reports is a function of four Gram matrices over the
+items both models scored (M = presence mask, X = scores with absent as 0):
+
+    n[a, b]   = Σ M_a M_b            (paired items)
+    SX[a, b]  = Σ X_a M_b            (sum of a's scores on items b also has)
+    P[a, b]   = Σ X_a X_b
+    SX2[a, b] = Σ X_a² M_b
+
+so ΣD = SX − SXᵀ, ΣD² = SX2 + SX2ᵀ − 2P, and for 0/1 scores n11 = P, n10 = SX − P,
+n01 = SXᵀ − P. Keeping the four matrices per cluster gives the cluster sums of D needed for
+the cluster-robust design effect. A batch of results is folded in by subtracting the old
+contribution of the touched rows and adding the new one — two small matrix products per
+cluster touched instead of a Python loop over the partner models of every result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+# Gram matrix slots along axis 1 of ``BenchmarkState.grams``.
+N, SX, P, SX2 = 0, 1, 2, 3
+UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own cluster
+
+
+@dataclass(frozen=True)
+class PairTable:
+    """All pair statistics of one benchmark after a batch, as (k × k) arrays over models.
+
+    Entry [a, b] describes model a against model b (delta = mean a − mean b on the paired
+    items); ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise.
+    """
+
+    models: tuple[str, ...]
+    counts: NDArray[np.int64]
+    means: FloatArray
+    order: tuple[int, ...]  # indices of active models, best first
+    m: int
+    family_alpha: float
+    e_alpha: float
+    binary: bool
+    n: FloatArray
+    s: FloatArray
+    v: FloatArray
+    n11: FloatArray
+    n10: FloatArray
+    n01: FloatArray
+    n00: FloatArray
+    delta: FloatArray
+    sigma2: FloatArray
+    log_e: FloatArray
+    q: FloatArray
+    de: FloatArray
+    q_cluster: FloatArray
+    mde: FloatArray
+    code: NDArray[np.int8]
+    power: float
+    # cs_low, cs_high and q_anytime need root finding, so they are computed per pair on
+    # demand (for the pairs reported or changed) and cached here.
+    _anytime: dict[tuple[int, int], tuple[float, float, float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def anytime(self, pairs: list[tuple[int, int]]) -> None:
+        """Compute and cache the confidence sequence and q_AV of ``pairs``."""
+        from monitor.core.evaluate import anytime_figures
+
+        todo = [p for p in pairs if p not in self._anytime]
+        if not todo:
+            return
+        fig = anytime_figures(self, todo)
+        for j, p in enumerate(todo):
+            self._anytime[p] = (float(fig["cs_low"][j]), float(fig["cs_high"][j]),
+                                float(fig["q_anytime"][j]))
+
+    def adjacent(self) -> list[tuple[int, int]]:
+        """Adjacent pairs (higher ranked, lower ranked) of the ranking."""
+        return list(zip(self.order[:-1], self.order[1:], strict=True))
+
+    def all_pairs(self) -> list[tuple[int, int]]:
+        """Every pair of active models, the higher ranked first."""
+        o = self.order
+        return [(o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o))]
+
+    def resolved(self) -> bool:
+        """Every adjacent pair resolved in the ranking's direction (and at least two models)."""
+        adj = self.adjacent()
+        return bool(adj) and all(self.code[a, b] == 1 for a, b in adj)
+
+    def unresolved_pairs(self) -> int:
+        """Adjacent pairs not resolved in the ranking's direction."""
+        return sum(1 for a, b in self.adjacent() if self.code[a, b] != 1)
+
+    def verdict(self, a: int, b: int) -> str:
+        """``unresolved`` or ``resolved:<model>`` for the pair (a, b)."""
+        c = int(self.code[a, b])
+        if c == 0:
+            return "unresolved"
+        return f"resolved:{self.models[a] if c > 0 else self.models[b]}"
+
+    def pair_dict(self, a: int, b: int) -> dict[str, object]:
+        """Plain figures of the pair (a, b); non-finite values are left to the caller's JSON."""
+        n = round(float(self.n[a, b]))
+        out: dict[str, object] = {
+            "model_a": self.models[a],
+            "model_b": self.models[b],
+            "verdict": self.verdict(a, b),
+            "n": n,
+        }
+        self.anytime([(a, b)])
+        low, high, q_av = self._anytime[(a, b)]
+        out["delta"] = float(self.delta[a, b])
+        out["cs_low"], out["cs_high"] = low, high
+        for key in ("q", "q_cluster"):
+            out[key] = float(getattr(self, key)[a, b])
+        out["q_anytime"] = q_av
+        out["mde"] = float(self.mde[a, b])
+        out["de"] = float(self.de[a, b])
+        out["e_value"] = float(np.exp(self.log_e[a, b]))
+        out["log_e"] = float(self.log_e[a, b])
+        out["s"] = float(self.s[a, b])
+        out["v"] = float(self.v[a, b])
+        if self.binary:
+            out.update({k: round(float(getattr(self, k)[a, b]))
+                        for k in ("n11", "n10", "n01", "n00")})
+        return out
+
+
+class BenchmarkState:
+    """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
+    the per-cluster Gram matrices of the items not excluded from resolution."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.item_row: dict[str, int] = {}
+        self.item_ids: list[str] = []
+        self.model_col: dict[str, int] = {}
+        self.models: list[str] = []
+        self.cluster_id: dict[str, int] = {}
+        self.clusters: list[str | None] = [None]
+        self.X: FloatArray = np.full((256, 8), np.nan)
+        self.group = np.zeros(256, dtype=np.int64)
+        self.excluded_rows = np.zeros(256, dtype=bool)
+        self.grams: FloatArray = np.zeros((1, 4, 8, 8))
+        self.n_nonbinary = 0
+        # Flags and exclusion: a queryable seam for the audit tools.
+        self.flagged: dict[str, set[str]] = {}
+        self.excluded: set[str] = set()
+        # Perturbed variants, kept for stability figures only.
+        self.perturbed: dict[tuple[str, str, str], float] = {}
+        self.perturbed_by_cell: dict[tuple[str, str], list[str]] = {}
+        self.stability: dict[str, dict[str, list[int]]] = {}
+        self.codes: NDArray[np.int8] = np.zeros((8, 8), dtype=np.int8)
+        self.last_ranking: tuple[tuple[str, ...], bool] = ((), False)
+        self.table: PairTable | None = None
+
+    # -- growth --------------------------------------------------------------------------
+    @property
+    def k(self) -> int:
+        return len(self.models)
+
+    def row_of(self, item_id: str, cluster: str | None) -> int:
+        """Row of ``item_id``, created on first sight; its cluster is fixed then."""
+        r = self.item_row.get(item_id)
+        if r is not None:
+            return r
+        r = len(self.item_ids)
+        if r == self.X.shape[0]:
+            cap = 2 * r
+            X = np.full((cap, self.X.shape[1]), np.nan)
+            X[:r] = self.X
+            self.X = X
+            self.group = np.concatenate([self.group, np.zeros(cap - r, dtype=np.int64)])
+            self.excluded_rows = np.concatenate([self.excluded_rows, np.zeros(cap - r, bool)])
+        self.item_row[item_id] = r
+        self.item_ids.append(item_id)
+        if cluster is not None:
+            g = self.cluster_id.get(cluster)
+            if g is None:
+                g = len(self.clusters)
+                self.cluster_id[cluster] = g
+                self.clusters.append(cluster)
+                self.grams = np.concatenate([self.grams, np.zeros((1, *self.grams.shape[1:]))])
+            self.group[r] = g
+        if item_id in self.excluded:
+            self.excluded_rows[r] = True
+        return r
+
+    def col_of(self, model: str) -> int:
+        """Column of ``model``, created on first sight."""
+        c = self.model_col.get(model)
+        if c is not None:
+            return c
+        c = len(self.models)
+        if c == self.X.shape[1]:
+            cap = 2 * c
+            X = np.full((self.X.shape[0], cap), np.nan)
+            X[:, :c] = self.X
+            self.X = X
+            grams = np.zeros((*self.grams.shape[:2], cap, cap))
+            grams[:, :, :c, :c] = self.grams
+            self.grams = grams
+            codes = np.zeros((cap, cap), dtype=np.int8)
+            codes[:c, :c] = self.codes
+            self.codes = codes
+        self.model_col[model] = c
+        self.models.append(model)
+        return c
+
+    # -- folding -------------------------------------------------------------------------
+    def rows_view(self, rows: NDArray[np.int64]) -> FloatArray:
+        """Scores of ``rows`` as they count for resolution (excluded rows read as absent)."""
+        out = self.X[rows]
+        out[self.excluded_rows[rows]] = np.nan
+        return out
+
+    def fold(self, rows: NDArray[np.int64], old: FloatArray, new: FloatArray) -> None:
+        """Replace the contribution ``old`` of ``rows`` to the Gram matrices by ``new``."""
+        groups = self.group[rows]
+        if groups.size and np.all(groups == groups[0]):
+            self._fold_group(int(groups[0]), old, new)
+            return
+        order = np.argsort(groups, kind="stable")
+        g_sorted = groups[order]
+        cuts = np.flatnonzero(np.diff(g_sorted)) + 1
+        for sl in np.split(order, cuts):
+            self._fold_group(int(groups[sl[0]]), old[sl], new[sl])
+
+    def _fold_group(self, g: int, old: FloatArray, new: FloatArray) -> None:
+        r = old.shape[0]
+        both = np.concatenate([new, old])
+        present = ~np.isnan(both)
+        x = np.where(present, both, 0.0)
+        m = present.astype(np.float64)
+        sign = np.ones((2 * r, 1))
+        sign[r:] = -1.0
+        ms = m * sign
+        k = x.shape[1]
+        # One product for n, SX and SX2 (they share the signed mask on the right).
+        prod = np.concatenate([m, x, x * x], axis=1).T @ ms
+        gram = self.grams[g]
+        gram[N] += prod[:k]
+        gram[SX] += prod[k:2 * k]
+        gram[SX2] += prod[2 * k:]
+        gram[P] += x.T @ (x * sign)
+
+    # -- stability -----------------------------------------------------------------------
+    def count_stability(self, model: str, kind: str, original: float, perturbed: float) -> None:
+        """Record one (original, perturbed:<kind>) pair of a model; flip = right → wrong."""
+        cell = self.stability.setdefault(model, {}).setdefault(kind, [0, 0])
+        cell[0] += 1
+        if original >= 0.5 and perturbed < 0.5:
+            cell[1] += 1

@@ -1,0 +1,398 @@
+"""The engine-agnostic live monitor: idempotent ingest, pairing, verdicts and rankings.
+
+``Monitor.apply(events)`` folds a batch of ``ItemResult`` events into per-benchmark state and
+returns per-event outcomes plus the change events the batch produced. It does no I/O and
+holds no clock of its own beyond the injected ``now``; the runners (embedded HTTP + SQLite,
+Faust) store events and deliver outputs.
+
+Semantics
+---------
+- Identity of a result is (benchmark, variant, item_id, model); ``run_id`` is not part of
+  it. The same score again is a ``duplicate`` (no change); a different score is a
+  ``conflict`` (a DeadLetter with reason ``conflict``; state untouched).
+- Only variant ``original`` pairs for resolution; ``perturbed:<kind>`` results are kept for
+  stability figures: for a model with an original and a perturbed result on the same item,
+  a *flip* is right on the original (score ≥ 0.5) and wrong on the perturbed one.
+- An item's cluster is the ``cluster`` of the first ``original`` result that names the item
+  (later values are ignored).
+- Items flagged with one of ``CoreConfig.exclude_flags`` by an accepted result (any variant
+  or model) are excluded from resolution from the end of that batch on; flags of
+  duplicates and conflicts are ignored, since those change nothing.
+- Verdicts are evaluated once per batch (see :mod:`monitor.core.evaluate`); a
+  ``ResolutionChange`` is emitted for every pair whose verdict differs from the one at the
+  previous batch boundary, and a ``RankingChange`` when the ranking's order or resolved flag
+  changes. The same events in the same order give the same final statistics in any
+  batching (exactly for scores on a dyadic grid such as 0/1; up to float rounding else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
+from monitor.core.board import BenchmarkState, PairTable
+from monitor.core.config import CoreConfig
+from monitor.core.evaluate import evaluate
+
+Outcome = Literal["accepted", "duplicate", "conflict"]
+Change = ResolutionChange | RankingChange
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What one batch did: an outcome per event (in order), conflicts and change events."""
+
+    outcomes: list[Outcome]
+    dead_letters: list[DeadLetter]
+    changes: list[Change]
+
+    def count(self, outcome: Outcome) -> int:
+        """Number of events of the batch with this outcome."""
+        return sum(1 for o in self.outcomes if o == outcome)
+
+
+@dataclass
+class Counters:
+    """Totals over the monitor's life."""
+
+    accepted: int = 0
+    duplicate: int = 0
+    conflict: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"accepted": self.accepted, "duplicate": self.duplicate, "conflict": self.conflict}
+
+
+@dataclass
+class _Pending:
+    index: list[int] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    cols: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    # (item_id, model, kind) of perturbed results accepted in this batch
+    perturbed: list[tuple[str, str, str]] = field(default_factory=list)
+    flagged: list[tuple[int, str, list[str]]] = field(default_factory=list)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Monitor:
+    """Pairing state machine over per-benchmark score matrices; no I/O.
+
+    Examples
+    --------
+    >>> from monitor.contracts import ItemResult
+    >>> mon = Monitor(CoreConfig())
+    >>> ev = [ItemResult(benchmark="b", item_id=str(i), model=m, score=float(s))
+    ...       for i in range(3) for m, s in (("x", 1), ("y", 0))]
+    >>> res = mon.apply(ev)
+    >>> res.outcomes[:2], mon.ranking("b")["models"][0]["model"]
+    (['accepted', 'accepted'], 'x')
+    """
+
+    def __init__(self, config: CoreConfig | None = None, *,
+                 now: Callable[[], datetime] = _utcnow) -> None:
+        self.config = config or CoreConfig()
+        self._now = now
+        self._benches: dict[str, BenchmarkState] = {}
+        self._counters = Counters()
+        self._next_change_id = 1
+        self._exclude = frozenset(self.config.exclude_flags)
+        self._dirty: dict[str, None] = {}  # insertion-ordered set of benchmarks to evaluate
+
+    # -- ingest --------------------------------------------------------------------------
+    def apply(self, events: Sequence[ItemResult], *,
+              sources: Sequence[str] | None = None, evaluate: bool = True) -> ApplyResult:
+        """Fold a batch of events; see the module docstring for the semantics.
+
+        ``sources`` (one per event, e.g. ``"http[3]"`` or ``"topic/0/1234"``) only label the
+        conflict dead letters. With ``evaluate=False`` the verdicts are not re-evaluated
+        (the touched benchmarks are marked dirty; call :meth:`evaluate` later). Each
+        evaluation is a stopping time of the stream, so a runner may evaluate on a cadence
+        (say every 250 ms under load) instead of after every request; the change events then
+        describe the state at those evaluation points.
+        """
+        outcomes: list[Any] = [None] * len(events)
+        pending: dict[str, _Pending] = {}
+        benches = self._benches
+        for i, ev in enumerate(events):
+            st = benches.get(ev.benchmark)
+            if st is None:
+                st = benches[ev.benchmark] = BenchmarkState(ev.benchmark)
+            pend = pending.get(ev.benchmark)
+            if pend is None:
+                pend = pending[ev.benchmark] = _Pending()
+            if ev.variant == "original":
+                r = st.item_row.get(ev.item_id)
+                if r is None:
+                    r = st.row_of(ev.item_id, ev.cluster)
+                c = st.model_col.get(ev.model)
+                if c is None:
+                    c = st.col_of(ev.model)
+                pend.index.append(i)
+                pend.rows.append(r)
+                pend.cols.append(c)
+                pend.scores.append(ev.score)
+                if ev.flags:
+                    pend.flagged.append((i, ev.item_id, ev.flags))
+            else:
+                outcomes[i] = self._perturbed(st, pend, ev)
+                if ev.flags and outcomes[i] == "accepted":
+                    pend.flagged.append((-1, ev.item_id, ev.flags))
+
+        for name, pend in pending.items():
+            self._fold(benches[name], pend, outcomes)
+
+        dead: list[DeadLetter] = []
+        for i, o in enumerate(outcomes):
+            if o == "conflict":
+                dead.append(self._conflict(events[i], i, sources))
+        self._counters.accepted += outcomes.count("accepted")
+        self._counters.duplicate += outcomes.count("duplicate")
+        self._counters.conflict += len(dead)
+
+        for name in pending:
+            self._dirty.setdefault(name, None)
+        changes = self.evaluate() if evaluate else []
+        return ApplyResult(outcomes=outcomes, dead_letters=dead, changes=changes)
+
+    def evaluate(self) -> list[Change]:
+        """Re-evaluate verdicts and rankings of the benchmarks touched since the last call."""
+        changes: list[Change] = []
+        for name in self._dirty:
+            changes.extend(self._reevaluate(self._benches[name]))
+        self._dirty.clear()
+        return changes
+
+    @property
+    def dirty(self) -> bool:
+        """True when results were applied that are not yet evaluated."""
+        return bool(self._dirty)
+
+    def _perturbed(self, st: BenchmarkState, pend: _Pending, ev: ItemResult) -> Outcome:
+        key = (ev.variant, ev.item_id, ev.model)
+        old = st.perturbed.get(key)
+        if old is None:
+            st.perturbed[key] = ev.score
+            pend.perturbed.append((ev.item_id, ev.model, ev.variant))
+            return "accepted"
+        return "duplicate" if old == ev.score else "conflict"
+
+    def _fold(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> None:
+        idx = np.asarray(pend.index, dtype=np.int64)
+        rows = np.asarray(pend.rows, dtype=np.int64)
+        cols = np.asarray(pend.cols, dtype=np.int64)
+        scores = np.asarray(pend.scores, dtype=np.float64)
+        accepted = np.zeros(idx.size, dtype=bool)
+        if idx.size:
+            current = st.X[rows, cols]
+            existing = ~np.isnan(current)
+            # Within the batch, the first result for an empty cell is accepted and later
+            # ones for the same cell are compared with it.
+            key = rows * st.X.shape[1] + cols
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            starts = np.ones(ks.size, dtype=bool)
+            starts[1:] = ks[1:] != ks[:-1]
+            first_pos = order[np.maximum.accumulate(np.where(starts, np.arange(ks.size), 0))]
+            first_of = np.empty_like(first_pos)
+            first_of[order] = first_pos
+            is_first = first_of == np.arange(idx.size)
+            reference = np.where(existing, current, scores[first_of])
+            accepted = ~existing & is_first
+            same = scores == reference
+            for j in range(idx.size):
+                outcomes[idx[j]] = ("accepted" if accepted[j]
+                                    else "duplicate" if same[j] else "conflict")
+
+        newly_excluded = self._flags(st, pend, outcomes)
+        acc_rows = rows[accepted]
+        touched = np.unique(np.concatenate([acc_rows, newly_excluded]))
+        if touched.size == 0:
+            self._stability(st, pend, rows[accepted], cols[accepted])
+            return
+        old = st.rows_view(touched)
+        st.X[acc_rows, cols[accepted]] = scores[accepted]
+        if newly_excluded.size:
+            st.excluded_rows[newly_excluded] = True
+        new = st.rows_view(touched)
+        acc_scores = scores[accepted]
+        st.n_nonbinary += int(np.count_nonzero((acc_scores != 0.0) & (acc_scores != 1.0)))
+        st.fold(touched, old, new)
+        self._stability(st, pend, acc_rows, cols[accepted])
+
+    def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
+        newly: list[int] = []
+        for i, item_id, flags in pend.flagged:
+            if i >= 0 and outcomes[i] != "accepted":
+                continue
+            for flag in flags:
+                st.flagged.setdefault(flag, set()).add(item_id)
+                if flag in self._exclude and item_id not in st.excluded:
+                    st.excluded.add(item_id)
+                    r = st.item_row.get(item_id)
+                    if r is not None and not st.excluded_rows[r]:
+                        newly.append(r)
+        return np.asarray(newly, dtype=np.int64)
+
+    def _stability(self, st: BenchmarkState, pend: _Pending, rows: np.ndarray,
+                   cols: np.ndarray) -> None:
+        if not st.perturbed:
+            return
+        this_batch = set()
+        for item_id, model, variant in pend.perturbed:
+            this_batch.add((variant, item_id, model))
+            r = st.item_row.get(item_id)
+            c = st.model_col.get(model)
+            if r is None or c is None or np.isnan(st.X[r, c]):
+                continue
+            st.count_stability(model, variant.split(":", 1)[1], float(st.X[r, c]),
+                               st.perturbed[(variant, item_id, model)])
+        for item_id, model, variant in pend.perturbed:
+            st.perturbed_by_cell.setdefault((item_id, model), []).append(variant)
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            item_id, model = st.item_ids[r], st.models[c]
+            for variant in st.perturbed_by_cell.get((item_id, model), ()):
+                if (variant, item_id, model) in this_batch:
+                    continue  # counted above, against the original now present
+                st.count_stability(model, variant.split(":", 1)[1], float(st.X[r, c]),
+                                   st.perturbed[(variant, item_id, model)])
+
+    def _conflict(self, ev: ItemResult, i: int, sources: Sequence[str] | None) -> DeadLetter:
+        st = self._benches[ev.benchmark]
+        if ev.variant == "original":
+            had = float(st.X[st.item_row[ev.item_id], st.model_col[ev.model]])
+        else:
+            had = st.perturbed[(ev.variant, ev.item_id, ev.model)]
+        detail = (f"event {i}: item {ev.item_id!r} of model {ev.model!r} on {ev.benchmark!r} "
+                  f"({ev.variant}) already has score {had!r}; got {ev.score!r}")
+        source = sources[i] if sources is not None else f"batch[{i}]"
+        return dead_letter("conflict", detail, ev.model_dump_json(), source=source, index=i,
+                           ts=self._now())
+
+    def _reevaluate(self, st: BenchmarkState) -> list[Change]:
+        table = evaluate(st, self.config)
+        k = len(table.models)
+        old = st.codes[:k, :k]
+        changed = np.argwhere(np.triu(old != table.code, 1))
+        rank = {m: p for p, m in enumerate(table.order)}
+        far = len(table.models)
+        pairs = []
+        for a, b in changed.tolist():
+            ra, rb = rank.get(a, far), rank.get(b, far)
+            if (ra, table.models[a]) > (rb, table.models[b]):
+                a, b = b, a
+                ra, rb = rb, ra
+            pairs.append((ra, rb, a, b))
+        pairs.sort()
+        now = self._now()
+        out: list[Change] = []
+        table.anytime([(a, b) for _, _, a, b in pairs])
+        for _, _, a, b in pairs:
+            c_old = int(old[a, b])
+            previous = ("unresolved" if c_old == 0
+                        else f"resolved:{table.models[a] if c_old > 0 else table.models[b]}")
+            fig = table.pair_dict(a, b)
+            out.append(ResolutionChange(
+                change_id=self._take_id(), benchmark=st.name,
+                model_a=table.models[a], model_b=table.models[b],
+                previous=previous, verdict=table.verdict(a, b), n=int(fig["n"]),  # type: ignore[call-overload]
+                delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
+                cs_high=_finite(fig["cs_high"]), e_value=_finite(fig["e_value"]),
+                q=_finite(fig["q"]), q_cluster=_finite(fig["q_cluster"]),
+                q_anytime=_finite(fig["q_anytime"]), mde=_finite(fig["mde"]), ts=now,
+            ))
+        st.codes[:k, :k] = table.code
+        st.table = table
+        ranking = (tuple(table.models[i] for i in table.order), table.resolved())
+        if ranking != st.last_ranking:
+            st.last_ranking = ranking
+            out.append(RankingChange(
+                change_id=self._take_id(), benchmark=st.name, resolved=ranking[1],
+                models=list(ranking[0]), unresolved_pairs=table.unresolved_pairs(), ts=now,
+            ))
+        return out
+
+    def _take_id(self) -> int:
+        cid = self._next_change_id
+        self._next_change_id += 1
+        return cid
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def counters(self) -> dict[str, int]:
+        """Totals of accepted, duplicate and conflict results."""
+        return self._counters.as_dict()
+
+    def benchmarks(self) -> list[str]:
+        """Benchmark names in order of first appearance."""
+        return list(self._benches)
+
+    def table(self, benchmark: str) -> PairTable | None:
+        """The pair statistics of ``benchmark`` after the last batch (None before any)."""
+        return self._state(benchmark).table
+
+    def ranking(self, benchmark: str) -> dict[str, Any]:
+        """Models (best first) with mean and n, and the adjacent pairs with their figures."""
+        st = self._state(benchmark)
+        t = st.table
+        if t is None:
+            return {"benchmark": benchmark, "models": [], "pairs": [], "resolved": False,
+                    "unresolved_pairs": 0}
+        t.anytime(t.adjacent())
+        return {
+            "benchmark": benchmark,
+            "resolved": t.resolved(),
+            "unresolved_pairs": t.unresolved_pairs(),
+            "family": {"kind": self.config.family, "m": t.m, "alpha": self.config.alpha,
+                       "e_threshold": 1.0 / t.e_alpha, "fixed_n_alpha": t.family_alpha,
+                       "correction": self.config.correction},
+            "binary": t.binary,
+            "excluded_items": len(st.excluded),
+            "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i])}
+                       for i in t.order],
+            "pairs": [t.pair_dict(a, b) for a, b in t.adjacent()],
+        }
+
+    def pairs(self, benchmark: str, which: str = "adjacent") -> list[dict[str, Any]]:
+        """Figures of the adjacent pairs (``which="adjacent"``) or of all pairs (``"all"``)."""
+        if which not in ("adjacent", "all"):
+            raise ValueError(f"`which` must be 'adjacent' or 'all', got {which!r}")
+        t = self._state(benchmark).table
+        if t is None:
+            return []
+        chosen = t.adjacent() if which == "adjacent" else t.all_pairs()
+        t.anytime(chosen)
+        return [t.pair_dict(a, b) for a, b in chosen]
+
+    def excluded(self, benchmark: str) -> set[str]:
+        """Item ids excluded from resolution by their flags."""
+        return set(self._state(benchmark).excluded)
+
+    def flagged(self, benchmark: str, flag: str) -> set[str]:
+        """Item ids that carried ``flag`` on an accepted result (excluded or not)."""
+        return set(self._state(benchmark).flagged.get(flag, ()))
+
+    def stability(self, benchmark: str) -> dict[str, dict[str, dict[str, int]]]:
+        """Per model and perturbation kind: paired (original, perturbed) items and flips."""
+        st = self._state(benchmark)
+        return {m: {k: {"pairs": v[0], "flips": v[1]} for k, v in sorted(kinds.items())}
+                for m, kinds in sorted(st.stability.items())}
+
+    def _state(self, benchmark: str) -> BenchmarkState:
+        st = self._benches.get(benchmark)
+        if st is None:
+            raise KeyError(f"unknown benchmark {benchmark!r}")
+        return st
+
+
+def _finite(x: object) -> float | None:
+    f = float(x)  # type: ignore[arg-type]
+    return f if np.isfinite(f) else None

@@ -1,0 +1,209 @@
+"""Unit tests of the monitor core: pairing, idempotency, verdict and ranking changes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from monitor.contracts import ItemResult, RankingChange, ResolutionChange
+from monitor.core import CoreConfig, Monitor
+from monitor.stats.clusters import design_effect
+
+
+def ev(item: str, model: str, score: float, *, bench: str = "b", **kw: object) -> ItemResult:
+    return ItemResult(benchmark=bench, item_id=item, model=model, score=score, **kw)  # type: ignore[arg-type]
+
+
+def pair(mon: Monitor, a: str, b: str, bench: str = "b") -> dict[str, object]:
+    for p in mon.pairs(bench, "all"):
+        if (p["model_a"], p["model_b"]) in ((a, b), (b, a)):
+            return p
+    raise AssertionError(f"pair {a}/{b} not found")
+
+
+def test_pairing_uses_only_shared_items() -> None:
+    mon = Monitor()
+    events = [ev("1", "x", 1), ev("1", "y", 0), ev("2", "x", 1), ev("2", "y", 1),
+              ev("3", "x", 0), ev("3", "z", 1), ev("4", "y", 1), ev("4", "z", 0)]
+    mon.apply(events)
+    xy = pair(mon, "x", "y")
+    assert xy["n"] == 2
+    # x is ranked above y (mean 2/3 vs 2/3 → tie broken by name), delta = x − y on items 1, 2
+    assert (xy["model_a"], xy["model_b"]) == ("x", "y")
+    assert xy["delta"] == pytest.approx(0.5)
+    assert pair(mon, "x", "z")["n"] == 1
+    assert pair(mon, "y", "z")["n"] == 1
+    models = mon.ranking("b")["models"]
+    assert [m["model"] for m in models] == ["x", "y", "z"]
+    assert [m["n"] for m in models] == [3, 3, 2]
+
+
+def test_duplicate_and_conflict_leave_state_untouched() -> None:
+    mon = Monitor()
+    mon.apply([ev("1", "x", 1), ev("1", "y", 0)])
+    before = pair(mon, "x", "y")
+    res = mon.apply([ev("1", "x", 1, run_id="other-run"), ev("1", "y", 1), ev("2", "x", 0),
+                     ev("2", "x", 0), ev("2", "x", 1)], sources=["http[0]", "http[1]",
+                                                                 "http[2]", "http[3]", "http[4]"])
+    assert res.outcomes == ["duplicate", "conflict", "accepted", "duplicate", "conflict"]
+    assert [d.reason for d in res.dead_letters] == ["conflict", "conflict"]
+    assert res.dead_letters[0].source == "http[1]"
+    assert res.dead_letters[0].index == 1
+    assert "already has score 0.0" in res.dead_letters[0].detail
+    after = pair(mon, "x", "y")
+    assert after["n"] == before["n"] == 1
+    assert after["delta"] == before["delta"] == 1.0
+    assert mon.counters == {"accepted": 3, "duplicate": 2, "conflict": 2}
+
+
+def test_perturbed_results_do_not_pair_and_count_flips() -> None:
+    mon = Monitor()
+    mon.apply([ev("1", "x", 1), ev("1", "y", 1),
+               ev("1", "x", 0, variant="perturbed:paraphrase"),
+               ev("2", "x", 1, variant="perturbed:paraphrase")])
+    assert pair(mon, "x", "y")["n"] == 1
+    # item 2's original arrives later: the flip count must see the earlier perturbed result
+    res = mon.apply([ev("2", "x", 0), ev("1", "y", 0.0, variant="perturbed:paraphrase"),
+                     ev("1", "y", 1.0, variant="perturbed:typo"),
+                     ev("1", "x", 0, variant="perturbed:paraphrase")])
+    assert res.outcomes == ["accepted", "accepted", "accepted", "duplicate"]
+    assert mon.stability("b") == {
+        "x": {"paraphrase": {"pairs": 2, "flips": 1}},
+        "y": {"paraphrase": {"pairs": 1, "flips": 1}, "typo": {"pairs": 1, "flips": 0}},
+    }
+    res = mon.apply([ev("1", "x", 1, variant="perturbed:paraphrase")])
+    assert res.outcomes == ["conflict"]
+
+
+def _stream(n: int, rng: np.random.Generator) -> list[ItemResult]:
+    out = []
+    for i in range(n):
+        out.append(ev(str(i), "strong", float(rng.random() < 0.9)))
+        out.append(ev(str(i), "weak", float(rng.random() < 0.3)))
+    return out
+
+
+def test_resolution_change_emitted_exactly_when_verdict_changes() -> None:
+    rng = np.random.default_rng(7)
+    events = _stream(400, rng)
+    mon = Monitor()
+    seen: list[str] = []
+    emitted: list[ResolutionChange] = []
+    for j in range(0, len(events), 10):
+        res = mon.apply(events[j:j + 10])
+        emitted.extend(c for c in res.changes if isinstance(c, ResolutionChange))
+        t = mon.table("b")
+        assert t is not None
+        seen.append(t.verdict(t.models.index("strong"), t.models.index("weak")))
+    transitions = [(a, b) for a, b in zip(["unresolved", *seen], seen, strict=False) if a != b]
+    assert transitions, "the strong model must get resolved in 400 items"
+    assert [(c.previous, c.verdict) for c in emitted] == transitions
+    assert emitted[0].verdict == "resolved:strong"
+    first = emitted[0]
+    assert (first.model_a, first.model_b) == ("strong", "weak")
+    # at the crossing E_n ≥ m/α = 20 (two models: m = 1)
+    assert first.e_value is not None and first.e_value >= 20.0
+    assert first.cs_low is not None and first.cs_high is not None and first.delta is not None
+    assert first.cs_low < first.delta < first.cs_high
+    ids = [c.change_id for c in emitted]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_ranking_change_on_order_and_resolution() -> None:
+    mon = Monitor()
+    res = mon.apply([ev("0", "a", 1), ev("0", "b", 0)])
+    rc = [c for c in res.changes if isinstance(c, RankingChange)]
+    assert len(rc) == 1 and rc[0].models == ["a", "b"] and not rc[0].resolved
+    assert rc[0].unresolved_pairs == 1
+    # a further item that keeps the order and the verdict changes nothing
+    res = mon.apply([ev("1", "a", 1), ev("1", "b", 1)])
+    assert [c for c in res.changes if isinstance(c, RankingChange)] == []
+    # b overtakes a: order changes
+    res = mon.apply([ev(str(i), m, s) for i in range(2, 6) for m, s in (("a", 0), ("b", 1))])
+    rc = [c for c in res.changes if isinstance(c, RankingChange)]
+    assert len(rc) == 1 and rc[0].models == ["b", "a"]
+    # a long run of b-only wins resolves the ranking
+    res = mon.apply([ev(str(i), m, s) for i in range(6, 60) for m, s in (("a", 0), ("b", 1))])
+    rc = [c for c in res.changes if isinstance(c, RankingChange)]
+    assert len(rc) == 1 and rc[0].resolved and rc[0].unresolved_pairs == 0
+    assert mon.ranking("b")["resolved"] is True
+
+
+def test_family_correction_raises_the_threshold() -> None:
+    mon = Monitor(CoreConfig(family="all"))
+    mon.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
+    rk = mon.ranking("b")
+    assert rk["family"]["m"] == 6
+    assert rk["family"]["e_threshold"] == pytest.approx(6 / 0.05)
+    assert rk["family"]["fixed_n_alpha"] == pytest.approx(0.05 / 6)
+    adj = Monitor(CoreConfig(family="adjacent"))
+    adj.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
+    assert adj.ranking("b")["family"]["m"] == 3
+
+
+def test_flagged_items_are_excluded_and_queryable() -> None:
+    base = [ev(str(i), m, float((i + j) % 2)) for i in range(6) for j, m in enumerate("xy")]
+    flagged = ev("2", "x", 1.0, variant="perturbed:leak", flags=["leak-suspect"])
+    on = Monitor()
+    on.apply([*base, flagged])
+    assert on.excluded("b") == {"2"}
+    assert on.flagged("b", "leak-suspect") == {"2"}
+    assert pair(on, "x", "y")["n"] == 5
+    off = Monitor(CoreConfig(exclude_flags=()))
+    off.apply([*base, flagged])
+    assert off.excluded("b") == set()
+    assert off.flagged("b", "leak-suspect") == {"2"}
+    assert pair(off, "x", "y")["n"] == 6
+    # exclusion arriving in a later batch gives the same statistics as in the same batch
+    late = Monitor()
+    late.apply(base)
+    late.apply([flagged])
+    assert pair(late, "x", "y") == pair(on, "x", "y")
+
+
+def test_cluster_design_effect_matches_stats_and_first_cluster_wins() -> None:
+    rng = np.random.default_rng(3)
+    n = 60
+    xa = (rng.random(n) < 0.7).astype(float)
+    xb = (rng.random(n) < 0.5).astype(float)
+    groups = [f"c{i % 4}" if i % 5 else None for i in range(n)]
+    events = []
+    for i in range(n):
+        events.append(ev(str(i), "a", xa[i], cluster=groups[i]))
+        events.append(ev(str(i), "b", xb[i], cluster="ignored-later"))
+    mon = Monitor()
+    mon.apply(events)
+    p = pair(mon, "a", "b")
+    labels = [g if g is not None else f"single-{i}" for i, g in enumerate(groups)]
+    ref = design_effect(xa - xb, labels)  # monitor.stats.clusters, the offline reference
+    assert p["de"] == pytest.approx(ref.de, rel=1e-12)
+    sign = 1.0 if p["model_a"] == "a" else -1.0
+    assert p["delta"] == pytest.approx(sign * float(np.mean(xa - xb)))
+    assert p["q_cluster"] == pytest.approx(p["q"] / ref.de)  # type: ignore[operator]
+
+
+def test_bounded_scores_use_the_bounded_e_process() -> None:
+    mon = Monitor()
+    mon.apply([ev(str(i), "a", 0.75) for i in range(50)] + [ev(str(i), "b", 0.25)
+                                                            for i in range(50)])
+    rk = mon.ranking("b")
+    assert rk["binary"] is False
+    p = rk["pairs"][0]
+    assert p["verdict"] == "resolved:a"
+    assert math.isfinite(p["cs_low"]) and p["cs_low"] > 0
+    assert "n10" not in p
+
+
+def test_unknown_benchmark_and_bad_options() -> None:
+    mon = Monitor()
+    with pytest.raises(KeyError):
+        mon.ranking("nope")
+    mon.apply([ev("1", "a", 1)])
+    with pytest.raises(ValueError, match="which"):
+        mon.pairs("b", "some")
+    with pytest.raises(ValueError, match="alpha"):
+        CoreConfig(alpha=1.5)
+    with pytest.raises(ValueError, match="correction"):
+        CoreConfig(correction="sidak")
