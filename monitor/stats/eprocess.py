@@ -135,15 +135,20 @@ def _log_gamma_exp_side(s: Any, v: Any, rho: float) -> Any:
     big_a = v + rho
     x = s + v + rho
     log_norm = gammaln(rho) + math.log(float(gammainc(rho, rho))) - rho * math.log(rho)
+    big_a, x = np.broadcast_arrays(big_a, x)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # Evidence side (x ≥ A): the regularized lower incomplete gamma is accurate. Otherwise
-        # P(A, x) underflows long before the integral does (the integrand rises to u = 1), so
-        # use Kummer's form ∫_0^1 u^{A−1} e^{−xu} du = e^{−x} 1F1(1; A + 1; x) / A, whose
-        # series has ratio x/(A + k) < 1 and also holds for x ≤ 0.
+        # The regularized lower incomplete gamma is accurate while P(A, x) is not tiny. Deep on
+        # the no-evidence side (x ≪ A) it underflows long before the integral does (the
+        # integrand rises towards u = 1), so there — and for x ≤ 0 — use Kummer's form
+        # ∫_0^1 u^{A−1} e^{−xu} du = e^{−x} 1F1(1; A + 1; x) / A, whose series has ratio
+        # x/(A + k) < 1. Only that (small) subset pays for the slower 1F1.
         xp = np.where(x > 0, x, 1.0)
-        upper = gammaln(big_a) + np.log(gammainc(big_a, xp)) - big_a * np.log(xp)
-        lower = -x - np.log(big_a) + np.log(hyp1f1(1.0, big_a + 1.0, x))
-        inner = np.where(x >= big_a, upper, lower)
+        p = np.where(x > 0, gammainc(big_a, xp), 0.0)
+        inner = np.asarray(gammaln(big_a) + np.log(p) - big_a * np.log(xp), dtype=float)
+        tail = p < 1e-100
+        if np.any(tail):
+            at, xt = big_a[tail], x[tail]
+            inner[tail] = -xt - np.log(at) + np.log(hyp1f1(1.0, at + 1.0, xt))
         # ∫ ≥ e^{−max(x, 0)}/A: a fallback should a special function fail; a lower bound
         # keeps the process below a supermartingale, so validity is kept.
         floor = -np.maximum(x, 0.0) - np.log(big_a)
