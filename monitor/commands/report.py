@@ -18,21 +18,22 @@ from monitor.io.tables import read_table
 from monitor.report import FAMILIES, build_report, select_models
 from monitor.stats.multiplicity import METHODS
 
-HELP = """Resolution report of a per-item score table: the ranking and, for each pair in the family,
-N, δ̂, σ̂_D², ρ̂, N*, q = N/N*, MDE, the design effect and the p-value.
-
-FILE is a long table (CSV or JSONL, optionally .gz, with item_id or question_id, model, score or
-correct, optional benchmark and group columns) or a wide table (an id column, optional group
-columns, one column per model). Empty cell = item absent; NA = no answer, scored 0 unless
---na-as-absent.
-
-Definitions. Family: adjacent pairs of the ranking (default) or all pairs, A ranked above B.
-RESOLVED: q = N / N* ≥ 1, N* = z²σ̂_D²/δ̂² with z = z(1−α'/2) + z(power) and α' = α/m under
-bonferroni/holm (α under none/bh), m = pairs in the family. With --cluster-col the groups are
-sampled clusters: q_cluster = q / DE with the cluster-robust design effect, resolved_cluster =
-q_cluster ≥ 1. With --strata-col the groups are fixed strata (stratified variance, DE ≤ 1).
-SIGNIFICANT: family-adjusted p < α (exact McNemar on 0/1 scores, paired t otherwise).
-"""
+# Paragraphs without hard line breaks so that the help formatter can reflow them.
+HELP = "\n\n".join([
+    "Resolution report of a per-item score table: the ranking and, for each pair in the family, "
+    "N, δ̂, σ̂_D², ρ̂, N*, q = N/N*, MDE, the design effect and the p-value.",
+    "FILE is a long table (CSV or JSONL, optionally .gz, with item_id or question_id, model, "
+    "score or correct, optional benchmark and group columns) or a wide table (an id column, "
+    "optional group columns, one column per model). Empty cell = item absent; NA = no answer, "
+    "scored 0 unless --na-as-absent.",
+    "FAMILY: adjacent pairs of the ranking (default) or all pairs; A is ranked above B.",
+    "RESOLVED: q = N / N* ≥ 1, N* = z² σ̂_D² / δ̂², z = z(1 − α'/2) + z(power), with "
+    "α' = α/m under bonferroni and holm (α under none and bh), m = pairs in the family.",
+    "RESOLVED_CLUSTER (--cluster-col, groups are sampled clusters): q_cluster = q / DE ≥ 1 with "
+    "the cluster-robust design effect DE. RESOLVED_STRATA (--strata-col, groups are fixed "
+    "strata): the same with the stratified variance (DE ≤ 1).",
+    "SIGNIFICANT: family-adjusted p < α (exact McNemar on 0/1 scores, paired t otherwise).",
+])
 
 
 def _fmt(x: Any, spec: str) -> str:
