@@ -24,9 +24,19 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from monitor.commands import calibrate, compare, leakage, power, report, run, stability, verdict
+    from monitor.commands import (
+        calibrate,
+        compare,
+        leakage,
+        power,
+        report,
+        run,
+        schemas,
+        stability,
+        verdict,
+    )
 
-    for module in (power, leakage, report, stability, run, calibrate, compare, verdict):
+    for module in (power, leakage, report, stability, run, calibrate, compare, verdict, schemas):
         module.register(app)
 
 

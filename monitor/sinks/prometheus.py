@@ -1,0 +1,153 @@
+"""Prometheus metrics of the live monitor (names are a contract: DESIGN §2).
+
+Two parts, both created against an injected ``CollectorRegistry``:
+
+- :class:`Metrics` holds what only the runner knows — event outcomes (including ``invalid``,
+  which never reaches the core), state changes delivered, and the processing lag.
+- :class:`MonitorCollector` produces the per-pair and per-ranking gauges at scrape time from
+  the monitor's current state, so a pair that stops being adjacent (or a benchmark that is
+  gone) leaves no stale series behind.
+
+All values are in base units (items, score differences, seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.core import ApplyResult, Monitor
+
+#: Every metric name the monitor exports (the exposition names).
+METRIC_NAMES = (
+    "llm_monitor_events_total",
+    "llm_monitor_pair_items",
+    "llm_monitor_pair_delta",
+    "llm_monitor_pair_e_value",
+    "llm_monitor_pair_resolution_ratio",
+    "llm_monitor_pair_resolved",
+    "llm_monitor_ranking_resolved",
+    "llm_monitor_ranking_unresolved_pairs",
+    "llm_monitor_state_changes_total",
+    "llm_monitor_processing_lag_seconds",
+)
+
+OUTCOMES = ("accepted", "duplicate", "conflict", "invalid")
+
+# From well under a millisecond (one small batch) to the 1 s result→metric target and beyond.
+LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+               10.0)
+
+_PAIR_LABELS = ("benchmark", "model_a", "model_b")
+
+
+def change_kind(change: Any) -> str:
+    """``resolution`` or ``ranking``: the ``kind`` label of a change event."""
+    return "ranking" if type(change).__name__ == "RankingChange" else "resolution"
+
+
+class Metrics:
+    """Counters and the lag histogram of one monitor process, on an injected registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events_total = Counter(
+            "llm_monitor_events_total", "Results received, by outcome.", ["outcome"],
+            registry=registry,
+        )
+        for outcome in OUTCOMES:  # every outcome exists from the start, at 0
+            self.events_total.labels(outcome=outcome)
+        self.state_changes_total = Counter(
+            "llm_monitor_state_changes_total",
+            "Change events emitted (kind: resolution or ranking), by benchmark.",
+            ["benchmark", "kind"], registry=registry,
+        )
+        self.processing_lag_seconds = Histogram(
+            "llm_monitor_processing_lag_seconds",
+            "Seconds from receiving a batch of results to its state being applied.",
+            buckets=LAG_BUCKETS, registry=registry,
+        )
+
+    def observe(self, result: ApplyResult | None, *, invalid: int = 0,
+                lag_seconds: float | None = None) -> None:
+        """Count one batch: its outcomes, ``invalid`` rejected before the core, its changes."""
+        if result is not None:
+            for outcome in ("accepted", "duplicate", "conflict"):
+                n = result.count(outcome)
+                if n:
+                    self.events_total.labels(outcome=outcome).inc(n)
+            for change in result.changes:
+                self.state_changes_total.labels(benchmark=change.benchmark,
+                                                kind=change_kind(change)).inc()
+        if invalid:
+            self.events_total.labels(outcome="invalid").inc(invalid)
+        if lag_seconds is not None:
+            self.processing_lag_seconds.observe(lag_seconds)
+
+
+class MonitorCollector(Collector):
+    """Per-pair and per-ranking gauges built at scrape time from ``monitor``'s state.
+
+    Per-pair series cover the adjacent pairs of each ranking (``model_a`` ranked above
+    ``model_b``) unless the monitor's ``per_pair_series`` is ``"all"`` or ``which`` says so.
+    """
+
+    def __init__(self, monitor: Monitor, *, which: str | None = None) -> None:
+        self.monitor = monitor
+        self.which = which or monitor.config.per_pair_series
+        if self.which not in ("adjacent", "all"):
+            raise ValueError(f"`which` must be 'adjacent' or 'all', got {self.which!r}")
+
+    def describe(self) -> Iterable[Metric]:
+        # Names only: registering must not compute anything from the state.
+        return list(self._families())
+
+    def _families(self) -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily("llm_monitor_pair_items", "Paired items of the pair.",
+                              labels=_PAIR_LABELS),
+            GaugeMetricFamily("llm_monitor_pair_delta",
+                              "Mean score of model_a minus model_b on the paired items.",
+                              labels=_PAIR_LABELS),
+            GaugeMetricFamily("llm_monitor_pair_e_value", "E_n of the pair's e-process.",
+                              labels=_PAIR_LABELS),
+            GaugeMetricFamily(
+                "llm_monitor_pair_resolution_ratio",
+                "N / N* of the pair: fixed-N, cluster-robust, or anytime-valid (family-corrected).",
+                labels=(*_PAIR_LABELS, "kind"),
+            ),
+            GaugeMetricFamily("llm_monitor_pair_resolved",
+                              "1 when the pair is resolved (anytime, family-corrected), else 0.",
+                              labels=_PAIR_LABELS),
+            GaugeMetricFamily("llm_monitor_ranking_resolved",
+                              "1 when every adjacent pair of the ranking is resolved, else 0.",
+                              labels=("benchmark",)),
+            GaugeMetricFamily("llm_monitor_ranking_unresolved_pairs",
+                              "Adjacent pairs of the ranking not yet resolved.",
+                              labels=("benchmark",)),
+        ]
+
+    def collect(self) -> Iterator[Metric]:
+        items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved = self._families()
+        for bench in self.monitor.benchmarks():
+            table = self.monitor.table(bench)
+            if table is None:
+                continue
+            rk_resolved.add_metric([bench], 1.0 if table.resolved() else 0.0)
+            rk_unresolved.add_metric([bench], float(table.unresolved_pairs()))
+            pairs = table.adjacent() if self.which == "adjacent" else table.all_pairs()
+            table.anytime(pairs)
+            for a, b in pairs:
+                fig = table.pair_dict(a, b)
+                labels = [bench, table.models[a], table.models[b]]
+                items.add_metric(labels, float(fig["n"]))  # type: ignore[arg-type]
+                delta.add_metric(labels, float(fig["delta"]))  # type: ignore[arg-type]
+                e_value.add_metric(labels, float(fig["e_value"]))  # type: ignore[arg-type]
+                for kind, key in (("fixed", "q"), ("cluster", "q_cluster"),
+                                  ("anytime", "q_anytime")):
+                    ratio.add_metric([*labels, kind], float(fig[key]))  # type: ignore[arg-type]
+                resolved.add_metric(labels, 0.0 if fig["verdict"] == "unresolved" else 1.0)
+        yield from (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved)
