@@ -534,6 +534,9 @@ def read_table(
         raise InputError("a column cannot be both excluded and the group column",
                          source=source, field=group_col)
 
+    if "model" in cols.header and _score_col(cols.header) is None and "model" not in exclude:
+        raise InputError("missing score column: a long table (one with a 'model' column) needs "
+                         "'score' or 'correct'", source=source, line=1, field="score")
     if "model" in cols.header and _score_col(cols.header) is not None:
         bench, item_ids, models, scores, groups = _read_long(
             cols, source=source, id_col=id_col, group_col=group_col, benchmark=benchmark,

@@ -113,6 +113,8 @@ def test_long_benchmark_filter(tmp_path: Path) -> None:
         ("dupcol.csv", "item_id,a,a\ni1,1,0\n", {}, 1, "a", "appears twice"),
         ("emptycol.csv", "item_id,a,b\ni1,1,\ni2,0,\n", {}, None, "b", "no scores"),
         ("noid.csv", "model,score\na,1\n", {}, 1, "item_id", "missing id column"),
+        ("noscore.csv", "item_id,model,result\ni1,a,1\n", {}, 1, "score",
+         "missing score column"),
         ("duplong.csv", "item_id,model,score\ni1,a,1\ni1,b,0\ni1,a,0\n", {}, 4, "score",
          "two different scores"),
         ("longrange.csv", "item_id,model,score\ni1,a,1\ni1,b,2\n", {}, 3, "score", "outside"),
