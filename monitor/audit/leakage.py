@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.audit.tokenize import ngram_hashes, tokenize
+from monitor.audit.tokenize import corpus_ngrams, ngram_hashes, tokenize
 
 Progress = Callable[[int], None]
 """Called with the number of texts just processed (for progress bars)."""
@@ -86,18 +86,24 @@ def build_index(
         raise ValueError("`doc_ids` must have one id per text")
     if len(texts) >= 2**31:
         raise ValueError("`texts`: at most 2**31 − 1 documents")
-    per_doc: list[NDArray[np.uint64]] = []
-    for i, text in enumerate(texts):
-        per_doc.append(ngram_hashes(tokenize(text), n))
-        if progress is not None and (i + 1) % 1000 == 0:
-            progress(1000)
-    if progress is not None and len(texts) % 1000:
-        progress(len(texts) % 1000)
-    sizes = np.fromiter((len(a) for a in per_doc), dtype=np.int64, count=len(per_doc))
-    hashes = np.concatenate(per_doc) if per_doc else np.empty(0, np.uint64)
-    del per_doc
-    docs = np.repeat(np.arange(len(texts), dtype=np.int32), sizes)
-    order = np.argsort(hashes, kind="stable")  # stable: postings stay in document order
+    chunk = 10_000
+    parts_h: list[NDArray[np.uint64]] = []
+    parts_d: list[NDArray[np.int32]] = []
+    parts_s: list[NDArray[np.int64]] = []
+    for lo in range(0, len(texts), chunk):
+        block = list(texts[lo : lo + chunk])
+        h, owner, sizes_block = corpus_ngrams(block, n)
+        parts_h.append(h)
+        parts_d.append((owner + lo).astype(np.int32))
+        parts_s.append(sizes_block)
+        if progress is not None:
+            progress(len(block))
+    sizes = np.concatenate(parts_s) if parts_s else np.empty(0, np.int64)
+    hashes = np.concatenate(parts_h) if parts_h else np.empty(0, np.uint64)
+    docs = np.concatenate(parts_d) if parts_d else np.empty(0, np.int32)
+    del parts_h, parts_d
+    # Stable: the pairs arrive in document order, so each postings list stays sorted.
+    order = np.argsort(hashes, kind="stable")
     hashes = hashes[order]
     postings = docs[order]
     del order, docs

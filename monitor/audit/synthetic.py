@@ -16,7 +16,7 @@ def vocabulary(size: int = 20_000, *, rng: np.random.Generator) -> list[str]:
 
 def random_text(vocab: list[str], n_words: int, *, rng: np.random.Generator) -> str:
     """Words drawn Zipf-like (rank^-1.1) from ``vocab``, so some n-grams recur as in prose."""
-    ranks = np.minimum(rng.zipf(1.1, size=n_words), len(vocab)) - 1
+    ranks = (rng.zipf(1.1, size=n_words) - 1) % len(vocab)
     return " ".join(vocab[r] for r in ranks)
 
 
