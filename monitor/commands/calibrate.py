@@ -140,9 +140,22 @@ def register(app: typer.Typer) -> None:
             "--test", help="z (paired z-test on D̄, what N* is sized for) or mcnemar (exact)")] = "z",
         seed: Annotated[int | None, typer.Option("--seed", help="random seed")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+        anytime: Annotated[bool, typer.Option(
+            "--anytime", help="null streams monitored after every item: e-process vs naive "
+            "peeked z-test (--reps streams of --n items, default 5000); power by N*_AV")] = False,
     ) -> None:
         """Empirical power at N = N*: simulated correlated pairs, or resamples of a real pair."""
         show = not as_json
+        if anytime:
+            from monitor.anytime_report import (
+                anytime_calibration_figures,
+                render_anytime_calibration,
+            )
+
+            fig = anytime_calibration_figures(pa, pb, rho, streams=reps, items=n or 5000,
+                                              alpha=alpha, power=power, seed=seed)
+            emit(fig, as_json=as_json, human=render_anytime_calibration(fig))
+            return
         if table is not None:
             if any(v is not None for v in (pa, pb, rho)):
                 raise ConfigError("--table resamples a real pair; do not combine it with --pa/--pb/--rho")

@@ -12,6 +12,7 @@ from rich.table import Table
 from monitor.commands._output import emit
 from monitor.stats import power as pw
 from monitor.stats import shortcut
+from monitor.stats.eprocess import n_star_anytime
 
 
 def power_figures(
@@ -33,10 +34,13 @@ def power_figures(
         "n_star": math.ceil(exact) if math.isfinite(exact) else math.inf,
     }
     out.update(_shortcut_figures(pa, pb, rho, alpha=alpha, power=power, n_star_exact=exact))
+    n_av = float(n_star_anytime(delta, s2, alpha=alpha, power=power))
+    out["n_star_anytime"] = math.ceil(n_av) if math.isfinite(n_av) else math.inf
     if n is not None:
         q = float(pw.resolution_ratio(n, exact))
         out.update({"n": n, "q": q, "mde": float(pw.mde(s2, n, alpha=alpha, power=power)),
-                    "resolved": bool(q >= 1.0)})
+                    "resolved": bool(q >= 1.0),
+                    "q_anytime": float(pw.resolution_ratio(n, n_av))})
     return out
 
 

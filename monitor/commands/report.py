@@ -200,6 +200,12 @@ def register(app: typer.Typer) -> None:
         top: Annotated[int | None, typer.Option(
             help="keep only the N best models of the ranking (after --complete-only)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+        anytime: Annotated[bool, typer.Option(
+            "--anytime", help="replay items through the e-processes: anytime-valid verdicts")]
+            = False,
+        order: Annotated[str, typer.Option(
+            help="--anytime replay order: file (first appearance) or shuffle")] = "file",
+        seed: Annotated[int | None, typer.Option(help="--anytime shuffle seed")] = None,
     ) -> None:
         if cluster_col is not None and strata_col is not None:
             raise ConfigError("give either --cluster-col or --strata-col, not both")
@@ -216,4 +222,16 @@ def register(app: typer.Typer) -> None:
         rep = build_report(table, family=family, correction=correction, alpha=alpha,
                            power=power)
         rep["selection"] = {"complete_only": complete_only, "top": top}
+        if anytime:
+            from monitor.anytime_report import add_anytime, render_anytime
+
+            add_anytime(rep, table, alpha=alpha, power=power, order=order, seed=seed)
+            fixed = _human(rep)
+
+            def human(console: Console) -> None:
+                fixed(console)
+                render_anytime(console, rep)
+
+            emit(rep, as_json=as_json, human=human)
+            return
         emit(rep, as_json=as_json, human=_human(rep))

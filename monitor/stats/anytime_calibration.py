@@ -118,7 +118,7 @@ class NullCalibration:
 
 
 def simulate_null(
-    scenario: str,
+    scenario: str | dict[str, Any],
     *,
     streams: int = 2000,
     items: int = 5000,
@@ -128,13 +128,20 @@ def simulate_null(
 ) -> NullCalibration:
     """Monitor ``streams`` null streams of ``items`` items after every item.
 
+    ``scenario`` names one of ``SCENARIOS`` or is such a spec dict (0/1 cells with equal
+    accuracies, or two equal Beta laws).
+
     Examples
     --------
     >>> res = simulate_null("binary_rho0", streams=200, items=500, rng=np.random.default_rng(0))
     >>> res.e_rate <= 0.05 < res.naive_rate
     True
     """
-    if scenario not in SCENARIOS:
+    if isinstance(scenario, dict):
+        spec, scenario = scenario, "custom"
+    elif scenario in SCENARIOS:
+        spec = SCENARIOS[scenario]
+    else:
         raise ValueError(f"`scenario` must be one of {sorted(SCENARIOS)}, got {scenario!r}")
     if streams < 1 or items < 2:
         raise ValueError("`streams` must be ≥ 1 and `items` ≥ 2")
@@ -142,7 +149,6 @@ def simulate_null(
         raise ValueError(f"`burn_in` must lie in [2, items], got {burn_in}")
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
-    spec = SCENARIOS[scenario]
     thr = math.log(1.0 / alpha)
     z = float(norm.isf(alpha / 2.0))
     chunk = max(1, _CHUNK_CELLS // items)
