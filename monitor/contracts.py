@@ -242,8 +242,11 @@ def _decode(body: bytes, source: str) -> Decoded:
     if text is not None:
         try:
             obj = _loads(text)
-        except ValueError:
-            pass
+        except json.JSONDecodeError as exc:
+            if exc.msg != "Extra data":  # one broken document, not several lines
+                out.invalid.append(dead_letter("invalid-json", f"event 0: invalid JSON: {exc}",
+                                               text, source=f"{source}[0]", index=0))
+                return out
         except RecursionError:
             out.invalid.append(dead_letter("invalid-json", "event 0: nesting too deep", text,
                                            source=f"{source}[0]", index=0))
@@ -274,7 +277,9 @@ def _decode_array(body: bytes, source: str) -> Decoded:
         return out
     try:
         arr = _loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # NDJSON whose first line happens to be an array
+            return _decode_ndjson(body, source)
         out.invalid.append(dead_letter("invalid-json", f"event 0: invalid JSON: {exc}", text,
                                        source=f"{source}[0]", index=0))
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -54,6 +54,9 @@ class Metrics:
     """Counters and the lag histogram of one monitor process, on an injected registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # The exported names are a contract; the client's extra ``*_created`` series are not
+        # part of it. (This switch is process-wide, and a monitor process owns its metrics.)
+        disable_created_metrics()
         self.events_total = Counter(
             "llm_monitor_events_total", "Results received, by outcome.", ["outcome"],
             registry=registry,

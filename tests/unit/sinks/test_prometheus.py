@@ -1,0 +1,94 @@
+"""Prometheus sink: exactly the contract names, scrape-time pair series, no stale series."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.contracts import ItemResult
+from monitor.core import CoreConfig, Monitor
+from monitor.sinks.prometheus import METRIC_NAMES, Metrics, MonitorCollector
+
+# DESIGN §2: these names are a contract for dashboards, alert rules and outside checks.
+CONTRACT = {
+    "llm_monitor_events_total", "llm_monitor_pair_items", "llm_monitor_pair_delta",
+    "llm_monitor_pair_e_value", "llm_monitor_pair_resolution_ratio",
+    "llm_monitor_pair_resolved", "llm_monitor_ranking_resolved",
+    "llm_monitor_ranking_unresolved_pairs", "llm_monitor_state_changes_total",
+    "llm_monitor_processing_lag_seconds",
+}
+
+
+def ev(item: int, model: str, score: float) -> ItemResult:
+    return ItemResult(benchmark="b", item_id=str(item), model=model, score=score)
+
+
+def scrape(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        name = fam.name + "_total" if fam.type == "counter" else fam.name
+        out[name] = [(s.labels, s.value) for s in fam.samples
+                     if not s.name.endswith("_created")]
+    return out
+
+
+def setup(config: CoreConfig | None = None) -> tuple[Monitor, Metrics, CollectorRegistry]:
+    registry = CollectorRegistry()
+    mon = Monitor(config)
+    metrics = Metrics(registry)
+    registry.register(MonitorCollector(mon))
+    return mon, metrics, registry
+
+
+def test_exposes_exactly_the_contract_names() -> None:
+    mon, metrics, registry = setup()
+    res = mon.apply([ev(i, m, float(s)) for i in range(40)
+                     for m, s in (("a", 1), ("b", i % 2), ("c", 0))])
+    metrics.observe(res, invalid=3, lag_seconds=0.002)
+    got = scrape(registry)
+    assert set(got) == CONTRACT == set(METRIC_NAMES)
+    events = {s[0]["outcome"]: s[1] for s in got["llm_monitor_events_total"]}
+    assert events == {"accepted": 120.0, "duplicate": 0.0, "conflict": 0.0, "invalid": 3.0}
+    kinds = {(s[0]["benchmark"], s[0]["kind"]) for s in got["llm_monitor_state_changes_total"]}
+    assert ("b", "ranking") in kinds
+    items = {(s[0]["model_a"], s[0]["model_b"]): s[1] for s in got["llm_monitor_pair_items"]}
+    assert items == {("a", "b"): 40.0, ("b", "c"): 40.0}  # adjacent pairs only, best first
+    ratio_kinds = {s[0]["kind"] for s in got["llm_monitor_pair_resolution_ratio"]}
+    assert ratio_kinds == {"fixed", "cluster", "anytime"}
+    delta = {(s[0]["model_a"], s[0]["model_b"]): s[1] for s in got["llm_monitor_pair_delta"]}
+    assert delta[("a", "b")] == 0.5
+    resolved = {(s[0]["model_a"], s[0]["model_b"]): s[1] for s in got["llm_monitor_pair_resolved"]}
+    table = mon.table("b")
+    assert table is not None
+    for (a, b), value in resolved.items():
+        assert value == (0.0 if table.verdict(table.models.index(a), table.models.index(b))
+                         == "unresolved" else 1.0)
+    assert got["llm_monitor_ranking_unresolved_pairs"][0][1] == float(table.unresolved_pairs())
+    lag = dict((tuple(s[0].items()), s[1]) for s in got["llm_monitor_processing_lag_seconds"])
+    assert lag[(("le", "0.0025"),)] == 1.0
+
+
+def test_no_stale_series_when_a_pair_stops_being_adjacent() -> None:
+    mon, _, registry = setup()
+    mon.apply([ev(i, m, s) for i in range(10) for m, s in (("a", 1.0), ("b", 0.5), ("c", 0.0))])
+    before = {(s[0]["model_a"], s[0]["model_b"]) for s in scrape(registry)["llm_monitor_pair_items"]}
+    assert before == {("a", "b"), ("b", "c")}
+    # c overtakes everyone on new items: the ranking becomes c > a > b
+    mon.apply([ev(i, m, s) for i in range(10, 60) for m, s in (("a", 0.5), ("b", 0.0),
+                                                                ("c", 1.0))])
+    after = {(s[0]["model_a"], s[0]["model_b"]) for s in scrape(registry)["llm_monitor_pair_items"]}
+    assert after == {("c", "a"), ("a", "b")}
+
+
+def test_all_pairs_series_on_request() -> None:
+    mon, _, registry = setup(CoreConfig(per_pair_series="all"))
+    mon.apply([ev(i, m, 1.0) for i in range(3) for m in "abcd"])
+    assert len(scrape(registry)["llm_monitor_pair_items"]) == 6
+
+
+def test_fresh_registry_has_counters_at_zero_before_any_event() -> None:
+    _, _, registry = setup()
+    got = scrape(registry)
+    assert {s[0]["outcome"] for s in got["llm_monitor_events_total"]} == {
+        "accepted", "duplicate", "conflict", "invalid"}
+    assert "llm_monitor_pair_items" not in got or got["llm_monitor_pair_items"] == []
