@@ -1,0 +1,210 @@
+"""``llm-monitor run`` (the embedded live monitor) and ``llm-monitor demo`` (it, on MMLU-Pro)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from monitor.errors import InputError
+from monitor.settings import Settings
+
+DEMO_TABLE = "mmlu_pro_item_correctness_wide.csv"
+DEMO_BENCHMARK = "mmlu_pro"
+
+
+class ReplayState:
+    """Progress of a replay, shared between the replay task and the terminal view."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.finished = False
+        self.counts = {"accepted": 0, "duplicate": 0, "conflict": 0, "invalid": 0}
+
+
+def _replay_task(stream: Any, state: ReplayState, *, rate: float | None, tty: bool) -> Any:
+    async def task(service: Any, stop: asyncio.Event) -> None:
+        # Without a rate, big batches with a yield in between keep HTTP responsive.
+        size = 20_000 if rate is None else max(1, min(20_000, int(rate / 20)))
+        start = time.perf_counter()
+        next_note = 0.1
+        for lo in range(0, len(stream), size):
+            if stop.is_set():
+                return
+            events = stream.events(lo, min(lo + size, len(stream)))
+            report = service.ingest(list(enumerate(events, start=lo)), source="replay")
+            for k in state.counts:
+                state.counts[k] += getattr(report, k)
+            state.done += len(events)
+            if rate is not None:
+                delay = start + state.done / rate - time.perf_counter()
+                await asyncio.sleep(max(delay, 0.0))
+            else:
+                await asyncio.sleep(0)
+            if not tty and state.total and state.done / state.total >= next_note:
+                next_note += 0.1
+                print(f"llm-monitor: replayed {state.done}/{state.total} results "
+                      f"({_counts(state)})", file=sys.stderr, flush=True)
+        state.finished = True
+        print(f"llm-monitor: replay finished: {state.done} results ({_counts(state)}); "
+              "still serving, Ctrl-C to stop", file=sys.stderr, flush=True)
+
+    return task
+
+
+def _counts(state: ReplayState) -> str:
+    return ", ".join(f"{k} {v}" for k, v in state.counts.items())
+
+
+def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Console) -> Any:
+    async def task(service: Any, stop: asyncio.Event) -> None:
+        from monitor.runners.view import rankings_view
+
+        progress = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                            console=console, auto_refresh=False)
+        task_id = progress.add_task("replay", total=state.total if state else 0, rate="")
+        t0, done0 = time.perf_counter(), 0
+
+        def render() -> Any:
+            nonlocal t0, done0
+            header = None
+            if state is not None:
+                now = time.perf_counter()
+                speed = (state.done - done0) / max(now - t0, 1e-9)
+                t0, done0 = now, state.done
+                progress.update(task_id, completed=state.done,
+                                rate=f"{speed:,.0f}/s" if not state.finished else "done")
+                header = progress
+            if not show_rankings:
+                return header
+            rankings = {b: service.ranking(b) for b in service.benchmarks()}
+            return rankings_view(rankings, header=header)
+
+        with Live(render(), console=console, auto_refresh=False, transient=False) as live:
+            while not stop.is_set():
+                live.update(render(), refresh=True)
+                if not show_rankings and state is not None and state.finished:
+                    return
+                await asyncio.sleep(0.5)
+
+    return task
+
+
+def _start(
+    settings: Settings,
+    *,
+    replay: list[Path],
+    seed: int | None,
+    shuffle: bool,
+    rate: float | None,
+    view: bool,
+    benchmark: str | None,
+    model: str | None,
+    metric: str | None,
+    exclude: list[str],
+    cluster_col: str | None,
+    urls: list[str],
+) -> None:
+    from monitor.runners.embedded import serve
+    from monitor.runners.replay import ReplayStream, load_blocks
+
+    if rate is not None and rate <= 0:
+        raise ValueError(f"`--rate` must be positive, got {rate}")
+    console = Console()
+    tty = console.is_terminal
+    tasks = []
+    state = None
+    if replay:
+        blocks = load_blocks(replay, benchmark=benchmark, model=model, metric=metric,
+                             exclude=exclude, cluster_col=cluster_col)
+        if shuffle and seed is None:
+            seed = int(np.random.SeedSequence().entropy % 2**32)  # type: ignore[operator]
+        stream = ReplayStream(blocks, seed=seed if shuffle else None)
+        state = ReplayState(len(stream))
+        tasks.append(_replay_task(stream, state, rate=rate, tty=tty))
+        order = f"shuffled with seed {seed}" if shuffle else "in file order"
+        print(f"llm-monitor: replaying {len(stream)} results from {len(blocks)} file(s), "
+              f"{order}" + (f", {rate:g} results/s" if rate else ""), file=sys.stderr, flush=True)
+    if tty and (view or state is not None):
+        tasks.append(_view_task(state, show_rankings=view, console=console))
+
+    def ready(service: Any, base: str) -> None:
+        if service.rebuilt:
+            print(f"llm-monitor: restored {service.rebuilt} results from {settings.db}",
+                  file=sys.stderr, flush=True)
+        print(f"llm-monitor: listening on {base}", flush=True)
+        for path in urls:
+            print(f"  {base}{path}", flush=True)
+
+    asyncio.run(serve(settings, tasks=tasks, on_ready=ready))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        db: Annotated[Path | None, typer.Option(help="SQLite database (created if absent)")] = None,
+        host: Annotated[str | None, typer.Option(help="address to listen on (loopback unless a token is set)")] = None,
+        port: Annotated[int | None, typer.Option(help="TCP port (0: any free port)")] = None,
+        token_file: Annotated[Path | None, typer.Option(help="file holding the bearer token")] = None,
+        replay: Annotated[list[Path] | None, typer.Option(help="table or lm-eval samples_*.jsonl to replay (repeatable)")] = None,
+        shuffle: Annotated[bool, typer.Option(help="replay in a random order (see docs/live.md)")] = False,
+        seed: Annotated[int | None, typer.Option(help="seed of --shuffle")] = None,
+        rate: Annotated[float | None, typer.Option(help="replay pace in results/s (default: as fast as possible)")] = None,
+        benchmark: Annotated[str | None, typer.Option(help="benchmark name of replayed files")] = None,
+        model: Annotated[str | None, typer.Option(help="model name of replayed lm-eval samples")] = None,
+        metric: Annotated[str | None, typer.Option(help="per-sample metric of lm-eval samples")] = None,
+        exclude: Annotated[list[str] | None, typer.Option(help="table column to ignore (repeatable)")] = None,
+        cluster_col: Annotated[str | None, typer.Option(help="table column holding the item cluster")] = None,
+        alpha: Annotated[float | None, typer.Option(help="family-wise level")] = None,
+        power: Annotated[float | None, typer.Option(help="target power for N*")] = None,
+        family: Annotated[str | None, typer.Option(help="adjacent or all")] = None,
+        max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
+        no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
+    ) -> None:
+        """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
+        settings = Settings.build(
+            token_file=token_file, db=db, host=host, port=port, alpha=alpha, power=power,
+            family=family, max_body_bytes=max_body_bytes, view=False if no_view else None,
+        )
+        _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
+               view=settings.view, benchmark=benchmark, model=model, metric=metric,
+               exclude=list(exclude or []), cluster_col=cluster_col,
+               urls=["/v1/benchmarks", "/v1/changes?since=0", "/metrics"])
+
+    @app.command("demo")
+    def demo_cmd(
+        data: Annotated[Path, typer.Option(help="directory holding mmlu_pro_item_correctness_wide.csv")],
+        rate: Annotated[float, typer.Option(help="replay pace in results/s")] = 4000.0,
+        seed: Annotated[int, typer.Option(help="seed of the shuffled order")] = 0,
+        host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+        no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
+    ) -> None:
+        """Replay the real MMLU-Pro table into a fresh embedded monitor, in shuffled order."""
+        table = data / DEMO_TABLE
+        if not table.is_file():
+            raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))
+        tmp = Path(tempfile.mkdtemp(prefix="llm-monitor-demo-"))
+        try:
+            settings = Settings.build(db=tmp / "demo.db", host=host, port=port,
+                                      sqlite_synchronous="NORMAL",
+                                      view=False if no_view else None)
+            _start(settings, replay=[table], seed=seed, shuffle=True, rate=rate,
+                   view=settings.view, benchmark=DEMO_BENCHMARK, model=None, metric=None,
+                   exclude=["src"], cluster_col="category",
+                   urls=[f"/v1/benchmarks/{DEMO_BENCHMARK}/ranking", "/metrics",
+                         "/v1/changes?since=0"])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""Replay of finished result files into a live monitor: tables and lm-eval-harness samples.
+
+Every file becomes a block (items × models score matrix); the events of all blocks form one
+stream of (item, model) results, in file order or — with a seed — in a random order. The
+anytime-valid guarantees assume that the order in which items arrive does not depend on their
+outcomes; files are often sorted by subject or difficulty, so shuffling restores that.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from monitor.contracts import ItemResult
+from monitor.errors import InputError
+from monitor.io.lmeval import is_samples_file, read_lmeval_samples
+
+_TABLE_SUFFIXES = re.compile(r"(\.(csv|tsv|jsonl|json|ndjson))?(\.gz)?$", re.IGNORECASE)
+_LAYOUT_SUFFIX = re.compile(r"_(item_correctness_)?(wide|long)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One file's results: a dense matrix with NaN where a model has no result."""
+
+    source: str
+    benchmark: str
+    item_ids: np.ndarray
+    models: tuple[str, ...]
+    scores: np.ndarray
+    clusters: np.ndarray | None
+
+
+def benchmark_from_path(path: Path) -> str:
+    """A benchmark name from a table file name: ``mmlu_pro_item_correctness_wide.csv`` → ``mmlu_pro``."""
+    stem = _TABLE_SUFFIXES.sub("", path.name)
+    return _LAYOUT_SUFFIX.sub("", stem) or stem
+
+
+def load_blocks(
+    paths: Sequence[Path],
+    *,
+    benchmark: str | None = None,
+    model: str | None = None,
+    metric: str | None = None,
+    exclude: Sequence[str] = (),
+    cluster_col: str | None = None,
+) -> list[Block]:
+    """Read every replay file: lm-eval samples (``samples_*.jsonl``) or long/wide tables."""
+    blocks: list[Block] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError("no such file", source=str(path))
+        if is_samples_file(path):
+            s = read_lmeval_samples(path, model=model, metric=metric)
+            blocks.append(Block(
+                source=s.source, benchmark=benchmark or s.task, item_ids=s.item_ids,
+                models=(s.model,), scores=s.scores.reshape(-1, 1), clusters=None,
+            ))
+            continue
+        from monitor.io.tables import read_table
+
+        t = read_table(path, cluster_col=cluster_col, exclude=tuple(exclude), benchmark=benchmark)
+        blocks.append(Block(
+            source=t.source, benchmark=benchmark or t.benchmark or benchmark_from_path(path),
+            item_ids=np.asarray(t.item_ids, dtype=object), models=tuple(t.models),
+            scores=np.asarray(t.scores, dtype=np.float64),
+            clusters=(np.asarray(t.groups, dtype=object)
+                      if t.groups is not None and t.group_kind == "cluster" else None),
+        ))
+    return blocks
+
+
+class ReplayStream:
+    """The (item, model) results of some blocks, in file order or a seeded random order."""
+
+    def __init__(self, blocks: Sequence[Block], *, seed: int | None = None) -> None:
+        self.blocks = list(blocks)
+        parts_b, parts_i, parts_m = [], [], []
+        for b, block in enumerate(self.blocks):
+            rows, cols = np.nonzero(~np.isnan(block.scores))  # row-major: item by item
+            parts_b.append(np.full(rows.shape, b, dtype=np.int32))
+            parts_i.append(rows.astype(np.int64))
+            parts_m.append(cols.astype(np.int32))
+        self._b = np.concatenate(parts_b) if parts_b else np.zeros(0, np.int32)
+        self._i = np.concatenate(parts_i) if parts_i else np.zeros(0, np.int64)
+        self._m = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int32)
+        if seed is not None:
+            order = np.random.default_rng(seed).permutation(self._b.shape[0])
+            self._b, self._i, self._m = self._b[order], self._i[order], self._m[order]
+
+    def __len__(self) -> int:
+        return int(self._b.shape[0])
+
+    def events(self, start: int, stop: int) -> list[ItemResult]:
+        """Events ``start:stop`` of the stream as validated ItemResults."""
+        out: list[ItemResult] = []
+        for b, i, m in zip(self._b[start:stop].tolist(), self._i[start:stop].tolist(),
+                           self._m[start:stop].tolist(), strict=True):
+            block = self.blocks[b]
+            cluster = block.clusters[i] if block.clusters is not None else None
+            out.append(ItemResult(
+                benchmark=block.benchmark, item_id=str(block.item_ids[i]),
+                model=block.models[m], score=float(block.scores[i, m]),
+                cluster=None if cluster is None else str(cluster),
+            ))
+        return out
+
+    def batches(self, size: int, *, start: int = 0) -> Iterator[list[ItemResult]]:
+        for lo in range(start, len(self), size):
+            yield self.events(lo, min(lo + size, len(self)))

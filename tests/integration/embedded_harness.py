@@ -1,0 +1,145 @@
+"""Start ``llm-monitor run`` as a real process on a free loopback port and talk HTTP to it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run ``llm-monitor ARGS`` to completion."""
+    return subprocess.run([sys.executable, "-m", "monitor.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+class Server:
+    """One ``llm-monitor run --port 0`` process; the port is read from its first output line."""
+
+    def __init__(self, db: Path, *args: str, token: str | None = None) -> None:
+        self.db = db
+        self.args = args
+        self.token = token
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log = db.with_name(db.name + f".{os.getpid()}.log")
+        self._conn: http.client.HTTPConnection | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self, *, timeout: float = 30.0) -> Server:
+        self.log.write_bytes(b"")
+        out = self.log.open("ab")
+        cmd = [sys.executable, "-m", "monitor.cli", "run", "--db", str(self.db),
+               "--host", "127.0.0.1", "--port", "0", "--no-view", *self.args]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = _LISTENING.search(self.log.read_text(errors="replace"))
+            if m:
+                self.port = int(m.group(1))
+                self._conn = None
+                status, _ = self.request("GET", "/healthz")
+                if status == 200:
+                    return self
+            if self.proc.poll() is not None:
+                pytest.fail(f"llm-monitor run exited with {self.proc.returncode}:\n"
+                            f"{self.log.read_text(errors='replace')}")
+            time.sleep(0.05)
+        self.kill()
+        pytest.fail(f"llm-monitor run did not start within {timeout}s:\n"
+                    f"{self.log.read_text(errors='replace')}")
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or clean up."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self._close()
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._close()
+        return int(self.proc.returncode)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None, *, timeout: float = 60.0
+                ) -> tuple[int, bytes]:
+        hdrs = dict(headers or {})
+        if self.token is not None and "Authorization" not in hdrs:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            self._conn.request(method, path, body=body, headers=hdrs)
+            resp = self._conn.getresponse()
+            data = resp.read()
+            if resp.getheader("Connection", "").lower() == "close":
+                self._close()
+            return resp.status, data
+        except BaseException:
+            self._close()
+            raise
+
+    def post(self, body: bytes | str | list[Any] | dict[str, Any],
+             headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        if isinstance(body, (list, dict)):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        status, data = self.request("POST", "/v1/results", body, headers)
+        return status, json.loads(data)
+
+    def get_json(self, path: str) -> tuple[int, Any]:
+        status, data = self.request("GET", path)
+        return status, json.loads(data)
+
+    def metrics(self) -> str:
+        status, data = self.request("GET", "/metrics")
+        assert status == 200, data
+        return data.decode()
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text output (0 when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        if head == name and not want:
+            return float(value)
+        if head.startswith(name + "{"):
+            got = ",".join(sorted(head[len(name) + 1:-1].split(",")))
+            if got == want:
+                return float(value)
+    return 0.0
