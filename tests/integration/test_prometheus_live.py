@@ -1,0 +1,349 @@
+"""A real monitor, Prometheus and Alertmanager on loopback: dashboards get data, alerts arrive.
+
+``llm-monitor run`` is scraped every second by ``/usr/bin/prometheus`` with the repository's
+rule file; alerts go to ``/usr/bin/prometheus-alertmanager`` configured from the repository's
+routing tree, whose webhooks point at a small aiohttp server in this test. Results are
+posted so that one pair (and with it the ranking) goes from unresolved to resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+
+from monitor.sinks import grafana
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+RULES = DEPLOY / "prometheus" / "rules" / "llm-monitor.rules.yml"
+BENCH = "toy"
+# Two models far apart: about 60 % of items are discordant in strong's favour.
+MODELS = {"strong": 0.9, "weak": 0.3}
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name) or f"/usr/bin/{name}"
+    if not Path(path).is_file():
+        pytest.fail(f"{name} not found; scripts/install-deps.sh installs it")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as err:
+        raw, status = err.read(), err.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def _wait(what: str, check: Callable[[], Any], timeout: float, logs: list[Path]) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            value = check()
+            if value:
+                return value
+        time.sleep(0.2)
+    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+                      for p in logs if p.is_file())
+    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{tails}")
+
+
+class Processes:
+    """Every process this test starts, each stopped at the end (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.logs: list[Path] = []
+
+    def start(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
+        log = self.tmp / f"{name}.log"
+        self.logs.append(log)
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+        self.procs.append((name, proc))
+        return proc
+
+    def ready(self, name: str, url: str, timeout: float = 30.0) -> None:
+        proc = dict(self.procs)[name]
+
+        def check() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited with {proc.returncode}:\n"
+                            f"{(self.tmp / f'{name}.log').read_text(errors='replace')[-3000:]}")
+            return _http("GET", url, timeout=2.0)[0] == 200
+
+        _wait(f"{name} at {url}", check, timeout, self.logs)
+
+    def stop_all(self) -> None:
+        for _, proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc in reversed(self.procs):
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+class Webhook:
+    """An aiohttp server on loopback recording every Alertmanager notification by path."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.received.append((request.match_info["receiver"], await request.json()))
+        return web.Response(status=200)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/{receiver}", self._handle)
+        runner = web.AppRunner(app, access_log=None)
+        try:
+            self._loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            self._loop.run_until_complete(site.start())
+            self.port = runner.addresses[0][1]
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(runner.cleanup())
+        self._loop.close()
+
+    def start(self) -> Webhook:
+        self._thread.start()
+        self._ready.wait(10)
+        if self._error is not None or not self.port:
+            pytest.fail(f"webhook server did not start: {self._error!r}")
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def alerts(self, receiver: str) -> list[dict[str, Any]]:
+        return [a for path, body in list(self.received) if path == receiver
+                for a in body.get("alerts", [])]
+
+
+def _alertmanager_config(hook_port: int) -> dict[str, Any]:
+    """The repository's routing tree, with webhooks on the test server and no waiting."""
+    conf = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
+    for receiver in conf["receivers"]:
+        for hook in receiver["webhook_configs"]:
+            path = urllib.parse.urlparse(hook["url"]).path
+            hook["url"] = f"http://127.0.0.1:{hook_port}{path}"
+    routes = [conf["route"], *conf["route"].get("routes", [])]
+    for route in routes:
+        route["group_wait"] = "0s"
+        route["group_interval"] = "1s"
+    return conf
+
+
+def _prometheus_config(monitor_port: int, am_port: int) -> dict[str, Any]:
+    """The repository's Prometheus config, sped up to 1 s and pointed at the test ports."""
+    conf = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    conf["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    conf["rule_files"] = [str(RULES)]
+    conf["alerting"]["alertmanagers"][0]["static_configs"] = [
+        {"targets": [f"127.0.0.1:{am_port}"]}]
+    jobs = [j for j in conf["scrape_configs"] if j["job_name"] == "llm-monitor"]
+    assert len(jobs) == 1
+    jobs[0]["static_configs"] = [{"targets": [f"127.0.0.1:{monitor_port}"]}]
+    conf["scrape_configs"] = jobs
+    return conf
+
+
+def _events(lo: int, hi: int) -> list[dict[str, Any]]:
+    # Deterministic 0/1 scores: model j is right on item i when (i·7919 + 13j) mod 1000 < 1000·p.
+    return [{"benchmark": BENCH, "item_id": f"q{i}", "model": m, "cluster": f"c{i % 5}",
+             "score": int((i * 7919 + 13 * j) % 1000 < 1000 * p)}
+            for i in range(lo, hi) for j, (m, p) in enumerate(MODELS.items())]
+
+
+@pytest.fixture()
+def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    prometheus, alertmanager = _binary("prometheus"), _binary("prometheus-alertmanager")
+    procs = Processes(tmp_path)
+    hook = Webhook()
+    try:
+        hook.start()
+        mon_port, prom_port, am_port = _free_port(), _free_port(), _free_port()
+        procs.start("monitor", [sys.executable, "-m", "monitor.cli", "run", "--host", "127.0.0.1",
+                                "--port", str(mon_port), "--db", str(tmp_path / "monitor.db"),
+                                "--no-view"])
+        am_conf = tmp_path / "alertmanager.yml"
+        am_conf.write_text(yaml.safe_dump(_alertmanager_config(hook.port)))
+        procs.start("alertmanager", [alertmanager, f"--config.file={am_conf}",
+                                     f"--storage.path={tmp_path / 'am'}",
+                                     f"--web.listen-address=127.0.0.1:{am_port}",
+                                     "--cluster.listen-address="])
+        prom_conf = tmp_path / "prometheus.yml"
+        prom_conf.write_text(yaml.safe_dump(_prometheus_config(mon_port, am_port)))
+        procs.start("prometheus", [prometheus, f"--config.file={prom_conf}",
+                                   f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                   f"--web.listen-address=127.0.0.1:{prom_port}"])
+        procs.ready("monitor", f"http://127.0.0.1:{mon_port}/healthz")
+        procs.ready("alertmanager", f"http://127.0.0.1:{am_port}/-/ready")
+        procs.ready("prometheus", f"http://127.0.0.1:{prom_port}/-/ready")
+        yield {"monitor": f"http://127.0.0.1:{mon_port}", "prom": f"http://127.0.0.1:{prom_port}",
+               "am": f"http://127.0.0.1:{am_port}", "hook": hook, "logs": procs.logs}
+    finally:
+        procs.stop_all()
+        hook.stop()
+    for name, proc in procs.procs:
+        assert proc.returncode is not None, f"{name} still running"
+
+
+def _query(prom: str, expr: str) -> dict[str, Any]:
+    status, body = _http("GET", f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+    assert status == 200 and body["status"] == "success", (expr, body)
+    return dict(body["data"])
+
+
+def _firing(prom: str) -> set[str]:
+    _, body = _http("GET", f"{prom}/api/v1/alerts")
+    return {a["labels"]["alertname"] for a in body["data"]["alerts"] if a["state"] == "firing"}
+
+
+def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[str, Any]) -> None:
+    mon, prom, hook, logs = stack["monitor"], stack["prom"], stack["hook"], stack["logs"]
+    pair_sel = f'llm_monitor_pair_resolved{{benchmark="{BENCH}"}}'
+
+    # A few items: the pair exists and is unresolved.
+    first = _events(0, 6)
+    status, body = _http("POST", f"{mon}/v1/results", first)
+    assert status == 202 and body["accepted"] == len(first), body
+    # Prometheus must have seen it unresolved, or "became resolved" has no before.
+    _wait("the unresolved pair in Prometheus",
+          lambda: [r for r in _query(prom, pair_sel)["result"] if r["value"][1] == "0"], 20, logs)
+
+    # Enough items to resolve it, with one duplicate, one conflict and one invalid event.
+    bad = [first[0], dict(first[1], score=1 - first[1]["score"]),
+           {"benchmark": BENCH, "item_id": "x", "model": "weak", "score": 2}]
+    status, body = _http("POST", f"{mon}/v1/results", [*_events(6, 400), *bad])
+    assert status == 202 and (body["accepted"], body["duplicate"], body["conflict"],
+                              body["invalid"]) == (2 * 394, 1, 1, 1), body
+    _, ranking = _http("GET", f"{mon}/v1/benchmarks/{BENCH}/ranking")
+    assert ranking["resolved"] is True, ranking  # the scenario really resolves the ranking
+
+    # Both "became resolved" alerts fire in Prometheus and reach the info receiver.
+    _wait("the resolution alerts to fire",
+          lambda: {"LLMMonitorPairResolved", "LLMMonitorRankingResolved"} <= _firing(prom),
+          20, logs)
+    assert not _firing(prom) & {"LLMMonitorResolutionLost", "LLMMonitorDown",
+                                "LLMMonitorDeadLetterRateHigh"}
+    _wait("the alerts at the webhook", lambda: {
+        a["labels"]["alertname"] for a in hook.alerts("leaderboard")
+    } >= {"LLMMonitorPairResolved", "LLMMonitorRankingResolved"}, 20, logs)
+    pair_alert = next(a for a in hook.alerts("leaderboard")
+                      if a["labels"]["alertname"] == "LLMMonitorPairResolved")
+    assert pair_alert["status"] == "firing"
+    assert {k: pair_alert["labels"][k] for k in ("benchmark", "model_a", "model_b", "severity")
+            } == {"benchmark": BENCH, "model_a": "strong", "model_b": "weak", "severity": "info"}
+    assert pair_alert["annotations"]["summary"] == f"{BENCH}: strong vs weak became resolved"
+    assert not hook.alerts("pager") and not hook.alerts("ops"), hook.received
+
+    # The dashboard's variables resolve to this benchmark and pair, the way Grafana does it.
+    bench_expr, pair_expr = grafana.variable_queries()
+    assert {r["metric"]["benchmark"] for r in _query(prom, bench_expr)["result"]} == {BENCH}
+    pair_rows = _query(prom, pair_expr.replace("$benchmark", BENCH))["result"]
+    # Grafana's query_result() renders each series as {label="value",...}; the variable's
+    # regex then picks the pair out of that text.
+    regex = next(v["regex"] for v in grafana.dashboard()["templating"]["list"]
+                 if v["name"] == "pair").strip("/")
+    rendered = ["{" + ",".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items())) + "}"
+                for r in pair_rows]
+    assert [re.search(regex, line).group(1) for line in rendered] == ["strong|weak"], rendered  # type: ignore[union-attr]
+    values = {"$benchmark": BENCH, "${pair:raw}": "strong|weak", "$__rate_interval": "1m",
+              "$alpha": "0.05"}
+
+    # increase() needs two samples of a series; the resolution counter was born at the change.
+    _wait("two scrapes of the resolution change counter", lambda: _query(
+        prom, f'count_over_time(llm_monitor_state_changes_total{{benchmark="{BENCH}",'
+              f'kind="resolution"}}[1m]) >= 2')["result"], 10, logs)
+
+    # Every panel query returns data, and every series carries the labels its legend names.
+    results: dict[str, list[dict[str, Any]]] = {}
+    for title, q in grafana.dashboard_queries():
+        expr = q.expr
+        for var, value in values.items():
+            expr = expr.replace(var, value)
+        data = _query(prom, expr)
+        if data["resultType"] == "scalar":
+            assert float(data["result"][1]) == pytest.approx(20.0), (title, expr)
+            continue
+        assert data["resultType"] == "vector" and data["result"], (title, expr, data)
+        for series in data["result"]:
+            legend_labels = set(re.findall(r"\{\{(\w+)\}\}", q.legend))
+            assert legend_labels <= set(series["metric"]), (title, series)
+            value = float(series["value"][1])
+            assert not math.isnan(value), (title, series)
+        results.setdefault(title, []).extend(data["result"])
+
+    def by(title: str, label: str) -> dict[str, float]:
+        return {r["metric"].get(label, ""): float(r["value"][1]) for r in results[title]}
+
+    assert by("Ranking resolved", "benchmark") == {BENCH: 1.0}
+    assert by("Unresolved adjacent pairs", "benchmark") == {BENCH: 0.0}
+    e_values = [float(r["value"][1]) for r in results[next(t for t in results if t.startswith("E-value"))]]
+    assert len(e_values) == 1 and e_values[0] >= 20.0, e_values
+    assert set(by("Resolution ratio by kind", "kind")) == {"fixed", "cluster", "anytime"}
+    assert by("Paired items", "model_a") == {"strong": 400.0}
+    assert 0.4 < by("Pair delta (mean a − mean b)", "model_b")["weak"] < 0.8
+    assert by("Pair verdicts", "model_a") == {"strong": 1.0}
+    assert {"accepted", "duplicate", "conflict", "invalid"} <= set(by("Events by outcome", "outcome"))
+    changes = {(r["metric"]["benchmark"], r["metric"]["kind"]) for r in results["State changes"]}
+    assert {(BENCH, "resolution"), (BENCH, "ranking")} <= changes, changes
+    assert 0.0 < by("Dead-letter fraction", "")[""] < 0.05
+    assert 0.0 < by("Processing lag p99", "")[""] < 1.0
+    assert by("Accepted results per second", "")[""] > 0.0
