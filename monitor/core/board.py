@@ -17,7 +17,10 @@ cluster touched instead of a Python loop over the partner models of every result
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +30,26 @@ FloatArray = NDArray[np.float64]
 # Gram matrix slots along axis 1 of ``BenchmarkState.grams``.
 N, SX, P, SX2 = 0, 1, 2, 3
 UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own cluster
+
+
+_BLAS: Any = None
+
+
+@contextlib.contextmanager
+def single_thread_blas() -> Iterator[None]:
+    """Run the Gram products on one BLAS thread.
+
+    The products are small (touched rows × a few dozen columns); on a busy machine OpenBLAS'
+    thread pool makes them 10–20× slower than one thread, and the monitor's throughput is
+    bound by them.
+    """
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController().select(user_api="blas")
+    with _BLAS.limit(limits=1):
+        yield
 
 
 @dataclass(frozen=True)
@@ -122,7 +145,8 @@ class PairTable:
         out["q_anytime"] = q_av
         out["mde"] = float(self.mde[a, b])
         out["de"] = float(self.de[a, b])
-        out["e_value"] = float(np.exp(self.log_e[a, b]))
+        with np.errstate(over="ignore"):  # a huge e-value is reported as inf
+            out["e_value"] = float(np.exp(self.log_e[a, b]))
         out["log_e"] = float(self.log_e[a, b])
         out["s"] = float(self.s[a, b])
         out["v"] = float(self.v[a, b])
@@ -159,6 +183,7 @@ class BenchmarkState:
         self.codes: NDArray[np.int8] = np.zeros((8, 8), dtype=np.int8)
         self.last_ranking: tuple[tuple[str, ...], bool] = ((), False)
         self.table: PairTable | None = None
+        self.table_stale = False  # results applied since ``table`` was computed
 
     # -- growth --------------------------------------------------------------------------
     @property
@@ -223,14 +248,15 @@ class BenchmarkState:
     def fold(self, rows: NDArray[np.int64], old: FloatArray, new: FloatArray) -> None:
         """Replace the contribution ``old`` of ``rows`` to the Gram matrices by ``new``."""
         groups = self.group[rows]
-        if groups.size and np.all(groups == groups[0]):
-            self._fold_group(int(groups[0]), old, new)
-            return
-        order = np.argsort(groups, kind="stable")
-        g_sorted = groups[order]
-        cuts = np.flatnonzero(np.diff(g_sorted)) + 1
-        for sl in np.split(order, cuts):
-            self._fold_group(int(groups[sl[0]]), old[sl], new[sl])
+        with single_thread_blas():
+            if groups.size and np.all(groups == groups[0]):
+                self._fold_group(int(groups[0]), old, new)
+                return
+            order = np.argsort(groups, kind="stable")
+            g_sorted = groups[order]
+            cuts = np.flatnonzero(np.diff(g_sorted)) + 1
+            for sl in np.split(order, cuts):
+                self._fold_group(int(groups[sl[0]]), old[sl], new[sl])
 
     def _fold_group(self, g: int, old: FloatArray, new: FloatArray) -> None:
         r = old.shape[0]

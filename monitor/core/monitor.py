@@ -160,6 +160,7 @@ class Monitor:
 
         for name in pending:
             self._dirty.setdefault(name, None)
+            benches[name].table_stale = True
         changes = self.evaluate() if evaluate else []
         return ApplyResult(outcomes=outcomes, dead_letters=dead, changes=changes)
 
@@ -277,8 +278,17 @@ class Monitor:
         return dead_letter("conflict", detail, ev.model_dump_json(), source=source, index=i,
                            ts=self._now())
 
+    def _current(self, st: BenchmarkState) -> PairTable | None:
+        # Queries see the current state even between evaluations; the verdicts they show are
+        # not emitted here — the next evaluate() emits changes against the last emitted ones.
+        if st.table is None or st.table_stale:
+            st.table = evaluate(st, self.config)
+            st.table_stale = False
+        return st.table
+
     def _reevaluate(self, st: BenchmarkState) -> list[Change]:
-        table = evaluate(st, self.config)
+        table = st.table if (st.table is not None and not st.table_stale) else evaluate(
+            st, self.config)
         k = len(table.models)
         old = st.codes[:k, :k]
         changed = np.argwhere(np.triu(old != table.code, 1))
@@ -311,6 +321,7 @@ class Monitor:
             ))
         st.codes[:k, :k] = table.code
         st.table = table
+        st.table_stale = False
         ranking = (tuple(table.models[i] for i in table.order), table.resolved())
         if ranking != st.last_ranking:
             st.last_ranking = ranking
@@ -337,12 +348,12 @@ class Monitor:
 
     def table(self, benchmark: str) -> PairTable | None:
         """The pair statistics of ``benchmark`` after the last batch (None before any)."""
-        return self._state(benchmark).table
+        return self._current(self._state(benchmark))
 
     def ranking(self, benchmark: str) -> dict[str, Any]:
         """Models (best first) with mean and n, and the adjacent pairs with their figures."""
         st = self._state(benchmark)
-        t = st.table
+        t = self._current(st)
         if t is None:
             return {"benchmark": benchmark, "models": [], "pairs": [], "resolved": False,
                     "unresolved_pairs": 0}
@@ -365,7 +376,7 @@ class Monitor:
         """Figures of the adjacent pairs (``which="adjacent"``) or of all pairs (``"all"``)."""
         if which not in ("adjacent", "all"):
             raise ValueError(f"`which` must be 'adjacent' or 'all', got {which!r}")
-        t = self._state(benchmark).table
+        t = self._current(self._state(benchmark))
         if t is None:
             return []
         chosen = t.adjacent() if which == "adjacent" else t.all_pairs()

@@ -207,3 +207,22 @@ def test_unknown_benchmark_and_bad_options() -> None:
         CoreConfig(alpha=1.5)
     with pytest.raises(ValueError, match="correction"):
         CoreConfig(correction="sidak")
+
+
+def test_deferred_evaluation_emits_against_the_last_emitted_verdicts() -> None:
+    rng = np.random.default_rng(11)
+    events = _stream(300, rng)
+    eager = Monitor()
+    eager.apply(events)
+    lazy = Monitor()
+    for j in range(0, len(events), 50):
+        assert lazy.apply(events[j:j + 50], evaluate=False).changes == []
+    assert lazy.dirty
+    # queries see the current state without emitting anything
+    assert lazy.ranking("b")["pairs"][0]["verdict"] == "resolved:strong"
+    changes = lazy.evaluate()
+    assert not lazy.dirty
+    res = [c for c in changes if isinstance(c, ResolutionChange)]
+    assert [(c.previous, c.verdict) for c in res] == [("unresolved", "resolved:strong")]
+    assert lazy.evaluate() == []
+    assert pair(lazy, "strong", "weak") == pair(eager, "strong", "weak")
