@@ -315,7 +315,9 @@ class Monitor:
                 model_a=table.models[a], model_b=table.models[b],
                 previous=previous, verdict=table.verdict(a, b), n=int(fig["n"]),  # type: ignore[call-overload]
                 delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
-                cs_high=_finite(fig["cs_high"]), e_value=_finite(fig["e_value"]),
+                cs_high=_finite(fig["cs_high"]),
+                # an e-value beyond float range is still a finite number: report the largest
+                e_value=min(float(fig["e_value"]), _FLOAT_MAX),  # type: ignore[arg-type]
                 q=_finite(fig["q"]), q_cluster=_finite(fig["q_cluster"]),
                 q_anytime=_finite(fig["q_anytime"]), mde=_finite(fig["mde"]), ts=now,
             ))
@@ -335,6 +337,78 @@ class Monitor:
         cid = self._next_change_id
         self._next_change_id += 1
         return cid
+
+    # -- snapshots -----------------------------------------------------------------------
+    def to_snapshot(self) -> dict[str, Any]:
+        """The whole state as a plain JSON-able value (scores, not derived statistics).
+
+        The Gram matrices are rebuilt from the scores on load, so a snapshot is compact and
+        ``from_snapshot(to_snapshot())`` continues exactly as the original would.
+        """
+        benches = {}
+        for name, st in self._benches.items():
+            rows, k = len(st.item_ids), st.k
+            x = st.X[:rows, :k]
+            present = np.argwhere(~np.isnan(x))
+            benches[name] = {
+                "items": list(st.item_ids),
+                "models": list(st.models),
+                "clusters": list(st.clusters[1:]),
+                "group": st.group[:rows].tolist(),
+                "cells": [[int(r), int(c), float(x[r, c])] for r, c in present.tolist()],
+                "flagged": {f: sorted(items) for f, items in sorted(st.flagged.items())},
+                "excluded": sorted(st.excluded),
+                "perturbed": [[v, i, m, sc] for (v, i, m), sc in st.perturbed.items()],
+                "stability": {m: {k2: list(v) for k2, v in kinds.items()}
+                              for m, kinds in st.stability.items()},
+                "codes": st.codes[:k, :k].tolist(),
+                "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1]],
+                "dirty": name in self._dirty,
+            }
+        return {"version": 1, "counters": self._counters.as_dict(),
+                "next_change_id": self._next_change_id, "benchmarks": benches}
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict[str, Any], config: CoreConfig | None = None, *,
+                      now: Callable[[], datetime] = _utcnow) -> Monitor:
+        """Rebuild a monitor from :meth:`to_snapshot` output."""
+        if snapshot.get("version") != 1:
+            raise ValueError(f"`snapshot` has unknown version {snapshot.get('version')!r}")
+        mon = cls(config, now=now)
+        mon._counters = Counters(**snapshot["counters"])
+        mon._next_change_id = int(snapshot["next_change_id"])
+        for name, b in snapshot["benchmarks"].items():
+            st = mon._benches[name] = BenchmarkState(name)
+            st.excluded = set(b["excluded"])
+            for cl in b["clusters"]:
+                st.cluster_id[cl] = len(st.clusters)
+                st.clusters.append(cl)
+            st.grams = np.zeros((len(st.clusters), *st.grams.shape[1:]))
+            for item, g in zip(b["items"], b["group"], strict=True):
+                r = st.row_of(item, None)
+                st.group[r] = g
+            for model in b["models"]:
+                st.col_of(model)
+            rows_all = np.arange(len(st.item_ids), dtype=np.int64)
+            old = st.rows_view(rows_all)
+            for r, c, score in b["cells"]:
+                st.X[r, c] = score
+                if score not in (0.0, 1.0):
+                    st.n_nonbinary += 1
+            st.fold(rows_all, old, st.rows_view(rows_all))
+            st.flagged = {f: set(items) for f, items in b["flagged"].items()}
+            st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in b["perturbed"]}
+            for v, i, m, _ in b["perturbed"]:
+                st.perturbed_by_cell.setdefault((i, m), []).append(v)
+            st.stability = {m: {k2: list(v) for k2, v in kinds.items()}
+                            for m, kinds in b["stability"].items()}
+            k = st.k
+            st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
+            st.last_ranking = (tuple(b["last_ranking"][0]), bool(b["last_ranking"][1]))
+            st.table_stale = True
+            if b["dirty"]:
+                mon._dirty[name] = None
+        return mon
 
     # -- queries -------------------------------------------------------------------------
     @property
@@ -402,6 +476,9 @@ class Monitor:
         if st is None:
             raise KeyError(f"unknown benchmark {benchmark!r}")
         return st
+
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 def _finite(x: object) -> float | None:

@@ -226,3 +226,29 @@ def test_deferred_evaluation_emits_against_the_last_emitted_verdicts() -> None:
     assert [(c.previous, c.verdict) for c in res] == [("unresolved", "resolved:strong")]
     assert lazy.evaluate() == []
     assert pair(lazy, "strong", "weak") == pair(eager, "strong", "weak")
+
+
+def test_snapshot_round_trip_continues_identically() -> None:
+    import json
+
+    rng = np.random.default_rng(5)
+    events = [ev(str(i), m, float(rng.integers(0, 2)), cluster=f"c{i % 3}" if i % 4 else None)
+              for i in range(80) for m in ("a", "b", "c")]
+    events += [ev("3", "a", 1.0, variant="perturbed:p", flags=["leak-suspect"]),
+               ev("5", "b", 0.5, variant="perturbed:q")]
+    first, rest = events[:150], events[150:]
+    whole = Monitor()
+    whole.apply(first)
+    restored = Monitor.from_snapshot(json.loads(json.dumps(whole.to_snapshot())))
+    a = whole.apply(rest)
+    b = restored.apply(rest)
+    assert a.outcomes == b.outcomes
+    assert [c.model_dump(exclude={"ts"}) for c in a.changes] == [
+        c.model_dump(exclude={"ts"}) for c in b.changes]
+    ta, tb = whole.table("b"), restored.table("b")
+    assert ta is not None and tb is not None
+    for name in ("n", "s", "v", "log_e", "de", "code"):
+        np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name))
+    assert whole.counters == restored.counters
+    assert whole.stability("b") == restored.stability("b")
+    assert whole.excluded("b") == restored.excluded("b") == {"3"}
