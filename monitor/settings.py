@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     family: Literal["adjacent", "all"] = "adjacent"
     view: bool = True
+    # Verdicts are re-evaluated at most this often (seconds) while results stream in, and once
+    # the stream pauses; 0 evaluates after every request. Each evaluation is a stopping time.
+    eval_interval: float = Field(default=0.25, ge=0.0, le=60.0)
     # FULL fsyncs the WAL on every commit, so an acknowledged result survives a power cut too;
     # NORMAL survives a process crash (SIGKILL) but not the loss of the machine.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"

@@ -171,12 +171,14 @@ def register(app: typer.Typer) -> None:
         power: Annotated[float | None, typer.Option(help="target power for N*")] = None,
         family: Annotated[str | None, typer.Option(help="adjacent or all")] = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
+        eval_interval: Annotated[float | None, typer.Option(help="seconds between verdict evaluations while results stream in (0: after every request)")] = None,
         no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
         settings = Settings.build(
             token_file=token_file, db=db, host=host, port=port, alpha=alpha, power=power,
-            family=family, max_body_bytes=max_body_bytes, view=False if no_view else None,
+            family=family, max_body_bytes=max_body_bytes, eval_interval=eval_interval,
+            view=False if no_view else None,
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,

@@ -14,18 +14,26 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from monitor.commands._output import jsonable
-from monitor.contracts import DeadLetter, ItemResult, dead_letter, decode_events
+from monitor.contracts import (
+    DeadLetter,
+    ItemResult,
+    ResolutionChange,
+    dead_letter,
+    decode_events,
+)
 from monitor.errors import MonitorError
 from monitor.runners.store import SqliteStore, change_kind
 from monitor.settings import Settings
@@ -61,39 +69,90 @@ def _core_config(settings: Settings) -> Any:
     return CoreConfig(alpha=settings.alpha, power=settings.power, family=settings.family)
 
 
+def _finite(value: Any) -> float | None:
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _resolution_change(benchmark: str, fig: dict[str, Any], *, previous: str) -> Any:
+    return ResolutionChange(
+        change_id=0, benchmark=benchmark, model_a=fig["model_a"], model_b=fig["model_b"],
+        previous=previous, verdict=fig["verdict"], n=int(fig["n"]),
+        delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
+        cs_high=_finite(fig["cs_high"]), e_value=_finite(fig["e_value"]), q=_finite(fig["q"]),
+        q_cluster=_finite(fig["q_cluster"]), q_anytime=_finite(fig["q_anytime"]),
+        mde=_finite(fig["mde"]), ts=datetime.now(UTC),
+    )
+
+
 class EmbeddedService:
     """Monitor state + SQLite store + Prometheus registry of one embedded process."""
 
     def __init__(self, settings: Settings, *, registry: CollectorRegistry | None = None) -> None:
-        from monitor.core import Monitor
-        from monitor.sinks.prometheus import Metrics, MonitorCollector
+        from monitor.sinks.prometheus import Metrics
 
         self.settings = settings
         self.store = SqliteStore(settings.db, synchronous=settings.sqlite_synchronous)
-        self.monitor = Monitor(_core_config(settings))
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = Metrics(self.registry)
-        self.registry.register(MonitorCollector(self.monitor))
         self.started = time.time()
-        self.rebuilt = self._rebuild()
-
-    # -- start-up --------------------------------------------------------------------------
-    def _rebuild(self) -> int:
-        """Fold every stored result into a fresh monitor, in commit order; return how many.
-
-        The change events this produces were already stored when the results were first
-        acknowledged, so they are dropped here.
-        """
-        n = 0
-        for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
-            self.monitor.apply(batch)
-            n += len(batch)
+        self._collector: Any = None
+        self._last_eval = time.monotonic()
+        self.rebuilt = self._load_state()
         for outcome, total in self.store.counters().items():
             if outcome in OUTCOMES and total:
                 self.metrics.events_total.labels(outcome=outcome).inc(total)
         for (bench, kind), total in self.store.change_counts().items():
             self.metrics.state_changes_total.labels(benchmark=bench, kind=kind).inc(total)
+
+    # -- start-up --------------------------------------------------------------------------
+    def _load_state(self) -> int:
+        """A fresh monitor holding every stored result, folded in commit order; returns how many.
+
+        Verdicts are evaluated once at the end. Change events were stored as they happened,
+        but the last ones may not have been when the process died between an evaluation
+        cadence and the next: :meth:`_reconcile` stores whatever the log still misses.
+        """
+        from monitor.core import Monitor
+        from monitor.sinks.prometheus import MonitorCollector
+
+        monitor = Monitor(_core_config(self.settings))
+        n = 0
+        for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
+            monitor.apply(batch, evaluate=False)
+            n += len(batch)
+        if self._collector is not None:
+            self.registry.unregister(self._collector)
+        self.monitor = monitor
+        self._collector = MonitorCollector(monitor)
+        self.registry.register(self._collector)
+        self._reconcile(monitor.evaluate())
         return n
+
+    def _reconcile(self, rebuilt: list[Any]) -> None:
+        """Store the verdict changes between the last logged state and the rebuilt one.
+
+        ``rebuilt`` are the changes of a fresh monitor, i.e. relative to "nothing resolved".
+        """
+        pairs, rankings = self.store.last_states()
+        missing: list[Any] = []
+        for ch in rebuilt:
+            if isinstance(ch, ResolutionChange):
+                prev = pairs.pop((ch.benchmark, frozenset((ch.model_a, ch.model_b))),
+                                 "unresolved")
+                if prev != ch.verdict:
+                    missing.append(ch.model_copy(update={"previous": prev}))
+            elif rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
+                missing.append(ch)
+        # Pairs the log has as resolved that the rebuilt state has not resolved.
+        for (bench, pair), prev in pairs.items():
+            if prev == "unresolved" or bench not in self.monitor.benchmarks():
+                continue
+            for fig in self.monitor.pairs(bench, "all"):
+                if frozenset((fig["model_a"], fig["model_b"])) == pair:
+                    missing.append(_resolution_change(bench, fig, previous=prev))
+        if missing:
+            self.store.commit(results=(), changes=missing)
 
     def close(self) -> None:
         self.store.close()
@@ -118,7 +177,8 @@ class EmbeddedService:
         report = IngestReport(invalid=len(invalid))
         events = [ev for _, ev in valid]
         index = [i for i, _ in valid]
-        result = (self.monitor.apply(events, sources=[f"{source}[{i}]" for i in index])
+        result = (self.monitor.apply(events, sources=[f"{source}[{i}]" for i in index],
+                                     evaluate=False)
                   if events else None)
         accepted: list[ItemResult] = []
         letters: list[DeadLetter] = list(invalid)
@@ -136,7 +196,7 @@ class EmbeddedService:
                 letters.append(letter.model_copy(update={
                     "index": req, "detail": letter.detail.replace(f"event {i}:", f"event {req}:", 1),
                 }))
-        changes = list(result.changes) if result is not None else []
+        changes = self._evaluate_if_due()
         counts = {"accepted": report.accepted, "duplicate": report.duplicate,
                   "conflict": report.conflict, "invalid": report.invalid}
         try:
@@ -146,15 +206,12 @@ class EmbeddedService:
         except Exception:
             # The state already holds this batch but the database does not: start over from
             # what is durable so memory never runs ahead of the log.
-            self.monitor = self._fresh_monitor()
+            self._load_state()
             raise
         for kind, n in counts.items():
             if n:
                 self.metrics.events_total.labels(outcome=kind).inc(n)
-        for change in changes:
-            self.metrics.state_changes_total.labels(
-                benchmark=change.benchmark, kind=change_kind(change)
-            ).inc()
+        self._count_changes(changes)
         self.metrics.processing_lag_seconds.observe(time.perf_counter() - t0)
         report.rejected = sorted(
             ({"index": d.index, "reason": d.reason, "detail": d.detail} for d in letters),
@@ -162,19 +219,37 @@ class EmbeddedService:
         )
         return report
 
-    def _fresh_monitor(self) -> Any:
-        from monitor.core import Monitor
-        from monitor.sinks.prometheus import MonitorCollector
+    def _evaluate_if_due(self, *, force: bool = False) -> list[Any]:
+        """Evaluate verdicts when the cadence has elapsed (or ``force``); return the changes.
 
-        old = self.monitor
-        self.monitor = Monitor(_core_config(self.settings))
-        for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
-            self.monitor.apply(batch)
-        for collector in list(getattr(self.registry, "_collector_to_names", {})):
-            if isinstance(collector, MonitorCollector) and collector.monitor is old:
-                self.registry.unregister(collector)
-        self.registry.register(MonitorCollector(self.monitor))
-        return self.monitor
+        Every evaluation happens between two committed batches, so it is a stopping time of
+        the stream and the e-process guarantees hold (see monitor.core.evaluate).
+        """
+        now = time.monotonic()
+        if not self.monitor.dirty or (
+            not force and now - self._last_eval < self.settings.eval_interval
+        ):
+            return []
+        self._last_eval = now
+        return list(self.monitor.evaluate())
+
+    def _count_changes(self, changes: Sequence[Any]) -> None:
+        for change in changes:
+            self.metrics.state_changes_total.labels(
+                benchmark=change.benchmark, kind=change_kind(change)
+            ).inc()
+
+    def evaluate_pending(self, *, force: bool = False) -> int:
+        """Evaluate results left unevaluated by the cadence and store the changes; how many."""
+        changes = self._evaluate_if_due(force=force)
+        if changes:
+            try:
+                self.store.commit(results=(), changes=changes)
+            except Exception:
+                self._load_state()
+                raise
+            self._count_changes(changes)
+        return len(changes)
 
     # -- queries ---------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -314,6 +389,18 @@ def build_app(service: EmbeddedService) -> web.Application:
 BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
 
 
+async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
+    """Evaluate results that arrived within the cadence once no further request comes."""
+    interval = max(service.settings.eval_interval, 0.05)
+    while not stop.is_set():
+        await asyncio.sleep(interval)
+        try:
+            service.evaluate_pending()
+        except Exception as exc:  # storage trouble: reported, retried at the next tick
+            print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+
+
 async def serve(
     settings: Settings,
     *,
@@ -345,7 +432,7 @@ async def serve(
     base = f"http://{host}:{port}"
     if on_ready is not None:
         on_ready(service, base)
-    running = [asyncio.create_task(t(service, stop)) for t in tasks]
+    running = [asyncio.create_task(t(service, stop)) for t in (_evaluator, *tasks)]
     try:
         await stop.wait()
     finally:

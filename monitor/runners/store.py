@@ -163,6 +163,26 @@ class SqliteStore:
             out.append(event)
         return out
 
+    def last_states(
+        self,
+    ) -> tuple[dict[tuple[str, frozenset[str]], str], dict[str, tuple[tuple[str, ...], bool]]]:
+        """The last logged verdict of every pair and the last logged ranking of every benchmark.
+
+        Pairs are keyed by (benchmark, {model_a, model_b}); rankings by benchmark, as
+        (models best first, resolved).
+        """
+        pairs: dict[tuple[str, frozenset[str]], str] = {}
+        rankings: dict[str, tuple[tuple[str, ...], bool]] = {}
+        for bench, kind, body in self._db.execute(
+            "SELECT benchmark, kind, body FROM changes ORDER BY id"
+        ):
+            ev = json.loads(body)
+            if kind == "ranking":
+                rankings[bench] = (tuple(ev["models"]), bool(ev["resolved"]))
+            else:
+                pairs[(bench, frozenset((ev["model_a"], ev["model_b"])))] = ev["verdict"]
+        return pairs, rankings
+
     def last_change_id(self) -> int:
         row = self._db.execute("SELECT max(id) FROM changes").fetchone()
         return int(row[0] or 0)

@@ -1,29 +1,29 @@
 """SIGKILL the embedded monitor at random points of a 52,000-result ingest of real MMLU-Pro data;
 restart on the same database each time, resend what was not acknowledged, finish — and the
-final state must equal an offline recomputation from the acknowledged events."""
+final state must equal ``llm-monitor report --anytime`` on the acknowledged events."""
 
 from __future__ import annotations
 
+import csv
 import http.client
 import itertools
 import json
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from monitor.io.tables import read_table
-from monitor.stats.eprocess import log_e_mcnemar
-from tests.integration.embedded_harness import Server, metric_value
+from tests.integration.embedded_harness import Server, cli, metric_value
 
 N_MODELS = 20
 N_ITEMS = 2600
 MIN_KILLS = 6
 
 
-def _real_events(shared_data: Path, rng: np.random.Generator) -> tuple[list[dict], np.ndarray,
-                                                                      list[str]]:
+def _real_events(shared_data: Path, rng: np.random.Generator) -> tuple[list[dict], np.ndarray]:
     t = read_table(shared_data / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
                    cluster_col="category")
     complete = ~np.isnan(t.scores)
@@ -43,21 +43,20 @@ def _real_events(shared_data: Path, rng: np.random.Generator) -> tuple[list[dict
         events.append({"benchmark": "mmlu_pro", "item_id": str(t.item_ids[rows[r]]),
                        "model": models[k], "score": int(x[r, k]),
                        "cluster": str(t.groups[rows[r]])})
-    return events, x, models
+    return events, x
 
 
-def _offline(x: np.ndarray, models: list[str]) -> tuple[list[str], dict[tuple[str, str], tuple]]:
-    """The ranking and every pair's (n, delta, e-value), from the stats layer directly."""
-    means = x.mean(axis=0)
-    order = sorted(range(len(models)), key=lambda j: (-means[j], models[j]))
-    pairs = {}
-    for a, b in itertools.pairwise(order):
-        xa, xb = x[:, a], x[:, b]
-        n10 = float(np.sum((xa == 1) & (xb == 0)))
-        n01 = float(np.sum((xa == 0) & (xb == 1)))
-        pairs[(models[a], models[b])] = (
-            len(xa), float(np.mean(xa - xb)), float(np.exp(log_e_mcnemar(n10, n01))))
-    return [models[j] for j in order], pairs
+def _offline(acknowledged: list[dict], path: Path) -> dict:
+    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "model", "score", "cluster"])
+        for ev in acknowledged:
+            w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
+    res = cli("report", str(path), "--anytime", "--order", "file", "--cluster-col", "cluster",
+              "--json", timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
 
 
 @pytest.mark.slow
@@ -65,7 +64,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     shared_data: Path, tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(20241017)
-    events, x, models = _real_events(shared_data, rng)
+    events, x = _real_events(shared_data, rng)
     assert len(events) == N_MODELS * N_ITEMS >= 50_000
 
     cuts = np.cumsum(rng.integers(400, 2500, size=200))
@@ -75,6 +74,9 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
 
     srv = Server(tmp_path / "crash.db").start()
     kills = 0
+    last_took = 0.05
+    unacked = 0  # requests cut off by a kill (resent)
+    resent_dupes = 0  # results stored before the kill but not acknowledged: duplicates on resend
     acknowledged: list[dict] = []
     accepted_in_acks = 0
     try:
@@ -85,11 +87,14 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
                 # The kill lands before, during or after processing of this request.
                 pid_proc = srv.proc
                 assert pid_proc is not None
-                killer = threading.Timer(float(rng.uniform(0.0, 0.04)), pid_proc.kill)
+                # Up to 1.3 request durations: before, during or after the commit.
+                killer = threading.Timer(float(rng.uniform(0.0, 1.3 * last_took)), pid_proc.kill)
                 killer.start()
             while True:
                 try:
+                    t0 = time.perf_counter()
                     status, data = srv.request("POST", "/v1/results", body, timeout=30)
+                    last_took = time.perf_counter() - t0
                     reply = json.loads(data)
                     assert status == 202, reply
                     ok = True
@@ -102,8 +107,13 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
                     kills += 1
                     srv.kill()
                     srv.start()  # same database; the state is rebuilt from it
+                    if b > 0:
+                        # A client unsure of its last acknowledged batch may send it again.
+                        st, again = srv.post(json.dumps(batches[b - 1]).encode())
+                        assert st == 202 and again["duplicate"] == len(batches[b - 1]), again
                     if ok:
                         break  # acknowledged before the kill
+                    unacked += 1
                     continue  # not acknowledged: resend the same batch
                 if ok:
                     break
@@ -112,8 +122,13 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
             assert reply["invalid"] == reply["conflict"] == 0, reply
             acknowledged.extend(batch)
             accepted_in_acks += reply["accepted"]
+            resent_dupes += reply["duplicate"]
 
-        assert kills >= MIN_KILLS - 1 and kills >= 5, kills
+        print(f"\ncrash test: {len(events)} results in {len(batches)} batches, {kills} SIGKILLs, "
+              f"{unacked} requests cut off and resent, {resent_dupes} results found already "
+              f"stored on resend, {accepted_in_acks} accepted in acknowledged replies")
+        assert kills >= 5, kills
+        assert accepted_in_acks + resent_dupes == len(events)
         assert acknowledged == events
 
         text = srv.metrics()
@@ -121,20 +136,40 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
         assert metric_value(text, "llm_monitor_events_total", outcome="conflict") == 0
         status, ranking = srv.get_json("/v1/benchmarks/mmlu_pro/ranking")
         assert status == 200
-        ids = [c["change_id"] for c in srv.get_json("/v1/changes?since=0&limit=10000")[1]["changes"]]
+        time.sleep(0.6)  # past the evaluation cadence: the last verdicts are logged
+        changes = srv.get_json("/v1/changes?since=0&limit=10000")[1]["changes"]
+        ids = [c["change_id"] for c in changes]
         assert ids == list(range(1, len(ids) + 1))  # increasing, no gap, none repeated
+        # The change log, read to its end, tells the final verdicts and ranking.
+        logged = {}
+        for c in changes:
+            if c["kind"] == "resolution":
+                logged[frozenset((c["model_a"], c["model_b"]))] = c["verdict"]
+        for p in ranking["pairs"]:
+            assert logged.get(frozenset((p["model_a"], p["model_b"])), "unresolved") == p["verdict"]
+        last_ranking = [c for c in changes if c["kind"] == "ranking"][-1]
+        assert last_ranking["models"] == [m["model"] for m in ranking["models"]]
     finally:
         srv.kill()
 
-    want_order, want_pairs = _offline(x, models)
-    assert [m["model"] for m in ranking["models"]] == want_order
+    offline = _offline(acknowledged, tmp_path / "acknowledged.csv")
+    means = x.mean(axis=0)
+    assert len(set(means.tolist())) == N_MODELS  # no ties, so the ranking order is unambiguous
+    assert [(m["model"], m["n"]) for m in ranking["models"]] == [
+        (m["model"], m["n"]) for m in offline["ranking"]]
     assert all(m["n"] == N_ITEMS for m in ranking["models"])
+    for m, want in zip(ranking["models"], offline["ranking"], strict=True):
+        assert m["mean"] == pytest.approx(want["mean"], rel=1e-12)
     got = {(p["model_a"], p["model_b"]): p for p in ranking["pairs"]}
-    assert set(got) == set(want_pairs)
-    for key, (n, delta, e_value) in want_pairs.items():
+    want_pairs = {(p["model_a"], p["model_b"]): p for p in offline["pairs"]}
+    assert set(got) == set(want_pairs) and len(got) == N_MODELS - 1
+    threshold = (N_MODELS - 1) / 0.05  # e-Bonferroni over the adjacent family
+    for key, want in want_pairs.items():
         p = got[key]
-        assert p["n"] == n, key
-        assert p["delta"] == pytest.approx(delta, rel=1e-12, abs=1e-15), key
-        assert p["e_value"] == pytest.approx(e_value, rel=1e-9), key
-        assert p["verdict"] == ("unresolved" if e_value < (N_MODELS - 1) / 0.05
-                                else f"resolved:{key[0] if delta > 0 else key[1]}"), key
+        assert p["n"] == want["n"] == N_ITEMS, key
+        assert (p["n11"], p["n10"], p["n01"], p["n00"]) == (
+            want["n11"], want["n10"], want["n01"], want["n00"]), key
+        assert p["delta"] == pytest.approx(want["delta"], rel=1e-12, abs=1e-15), key
+        assert p["e_value"] == pytest.approx(want["e_value"], rel=1e-9), key
+        assert p["verdict"] == ("unresolved" if p["e_value"] < threshold
+                                else f"resolved:{key[0] if p['delta'] > 0 else key[1]}"), key

@@ -30,7 +30,7 @@ def _events(n_items: int, models: dict[str, float], *, bench: str = "toy") -> li
 
 @pytest.fixture()
 def server(tmp_path: Path):
-    srv = Server(tmp_path / "e2e.db", "--max-body-bytes", "200000").start()
+    srv = Server(tmp_path / "e2e.db", "--max-body-bytes", "200000", "--eval-interval", "0").start()
     yield srv
     srv.kill()
 
