@@ -169,7 +169,7 @@ class BenchmarkState:
         self.cluster_id: dict[str, int] = {}
         self.clusters: list[str | None] = [None]
         self.X: FloatArray = np.full((256, 8), np.nan)
-        self.group = np.zeros(256, dtype=np.int64)
+        self.group = np.zeros(256, dtype=np.int32)
         self.excluded_rows = np.zeros(256, dtype=bool)
         self.grams: FloatArray = np.zeros((1, 4, 8, 8))
         self.n_nonbinary = 0
@@ -197,11 +197,11 @@ class BenchmarkState:
             return r
         r = len(self.item_ids)
         if r == self.X.shape[0]:
-            cap = 2 * r
+            cap = r + r // 2  # 1.5x: the matrix stays within ~12 bytes per stored score
             X = np.full((cap, self.X.shape[1]), np.nan)
             X[:r] = self.X
             self.X = X
-            self.group = np.concatenate([self.group, np.zeros(cap - r, dtype=np.int64)])
+            self.group = np.concatenate([self.group, np.zeros(cap - r, dtype=np.int32)])
             self.excluded_rows = np.concatenate([self.excluded_rows, np.zeros(cap - r, bool)])
         self.item_row[item_id] = r
         self.item_ids.append(item_id)
@@ -224,7 +224,7 @@ class BenchmarkState:
             return c
         c = len(self.models)
         if c == self.X.shape[1]:
-            cap = 2 * c
+            cap = c + max(1, c // 4)  # models arrive rarely: grow by a quarter
             X = np.full((self.X.shape[0], cap), np.nan)
             X[:, :c] = self.X
             self.X = X
@@ -237,6 +237,11 @@ class BenchmarkState:
         self.model_col[model] = c
         self.models.append(model)
         return c
+
+    def nbytes(self) -> int:
+        """Bytes held by the numeric state (score matrix, row labels, Gram matrices)."""
+        return int(self.X.nbytes + self.group.nbytes + self.excluded_rows.nbytes
+                   + self.grams.nbytes + self.codes.nbytes)
 
     # -- folding -------------------------------------------------------------------------
     def rows_view(self, rows: NDArray[np.int64]) -> FloatArray:
