@@ -401,6 +401,18 @@ async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
                   file=sys.stderr, flush=True)
 
 
+async def _guarded(task: BackgroundTask, service: EmbeddedService, stop: asyncio.Event) -> None:
+    """Run a background task; a failure is reported on stderr and stops only that task."""
+    try:
+        await task(service, stop)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        name = getattr(task, "__qualname__", "task").split(".")[0].strip("_")
+        print(f"llm-monitor: {name} stopped: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+
+
 async def serve(
     settings: Settings,
     *,
@@ -432,7 +444,7 @@ async def serve(
     base = f"http://{host}:{port}"
     if on_ready is not None:
         on_ready(service, base)
-    running = [asyncio.create_task(t(service, stop)) for t in (_evaluator, *tasks)]
+    running = [asyncio.create_task(_guarded(t, service, stop)) for t in (_evaluator, *tasks)]
     try:
         await stop.wait()
     finally:

@@ -54,8 +54,13 @@ def ranking_table(benchmark: str, ranking: Mapping[str, Any], *, max_rows: int =
         cells = ["", "", "", ""]
         if pair is not None:
             v = str(pair.get("verdict", ""))
-            verdict = Text(v, style="green" if v.startswith("resolved") else "yellow")
-            cells = [_fmt(pair.get("n"), "d") if pair.get("n") is not None else "–",
+            if v == f"resolved:{name}":
+                verdict = Text("resolved", style="bold green")
+            elif v.startswith("resolved:"):  # the lower-ranked model is better on shared items
+                verdict = Text("resolved (reversed)", style="magenta")
+            else:
+                verdict = Text(v, style="yellow")
+            cells = [str(pair.get("n", "–")),
                      _fmt(pair.get("delta"), "+.4f"), _e(pair.get("e_value")),
                      _fmt(pair.get("q_anytime"), ".2f")]
         table.add_row(str(rank), name, _fmt(row.get("mean"), ".4f"),
