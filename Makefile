@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml scripts/install-deps.sh
 install: $(STAMP)  ## create .venv and install the package with its test dependencies
 
 run: $(STAMP)  ## the live monitor on the embedded default, replaying real MMLU-Pro results
-	$(BIN)/llm-monitor report $(DATA)/mmlu_pro_item_correctness_wide.csv --exclude src --cluster-col category
+	$(BIN)/llm-monitor demo --data $(DATA)
 
 report: $(STAMP)  ## the offline resolution report on the real MMLU-Pro table
 	$(BIN)/llm-monitor report $(DATA)/mmlu_pro_item_correctness_wide.csv --exclude src --cluster-col category
