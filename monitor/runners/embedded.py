@@ -177,35 +177,17 @@ class EmbeddedService:
         report = IngestReport(invalid=len(invalid))
         events = [ev for _, ev in valid]
         index = [i for i, _ in valid]
-        result = (self.monitor.apply(events, sources=[f"{source}[{i}]" for i in index],
-                                     evaluate=False)
-                  if events else None)
-        accepted: list[ItemResult] = []
         letters: list[DeadLetter] = list(invalid)
-        if result is not None:
-            for ev, outcome in zip(events, result.outcomes, strict=True):
-                if outcome == "accepted":
-                    accepted.append(ev)
-            report.accepted = len(accepted)
-            report.duplicate = result.count("duplicate")
-            report.conflict = len(result.dead_letters)
-            for letter in result.dead_letters:
-                # The core numbers events inside the batch; the client knows request indices.
-                i = letter.index if letter.index is not None else 0
-                req = index[i]
-                letters.append(letter.model_copy(update={
-                    "index": req, "detail": letter.detail.replace(f"event {i}:", f"event {req}:", 1),
-                }))
-        changes = self._evaluate_if_due()
-        counts = {"accepted": report.accepted, "duplicate": report.duplicate,
-                  "conflict": report.conflict, "invalid": report.invalid}
         try:
+            accepted, changes = self._step(events, index, source, report, letters)
+            counts = {"accepted": report.accepted, "duplicate": report.duplicate,
+                      "conflict": report.conflict, "invalid": report.invalid}
             report.change_ids = self.store.commit(
                 results=accepted, changes=changes, dead_letters=letters, counts=counts
             )
         except Exception:
-            # The state already holds this batch but the database does not: start over from
-            # what is durable so memory never runs ahead of the log.
+            # The state may already hold this batch but the database does not: start over
+            # from what is durable so memory never runs ahead of the log.
             self._load_state()
             raise
         for kind, n in counts.items():
@@ -218,6 +200,28 @@ class EmbeddedService:
             key=lambda r: r["index"] if r["index"] is not None else -1,
         )
         return report
+
+    def _step(self, events: list[ItemResult], index: list[int], source: str,
+              report: IngestReport, letters: list[DeadLetter]) -> tuple[list[ItemResult], list[Any]]:
+        """Fold ``events`` into the monitor; the accepted ones and the changes (if evaluated)."""
+        accepted: list[ItemResult] = []
+        if events:
+            result = self.monitor.apply(events, sources=[f"{source}[{i}]" for i in index],
+                                        evaluate=False)
+            accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
+                        if o == "accepted"]
+            report.accepted = len(accepted)
+            report.duplicate = result.count("duplicate")
+            report.conflict = len(result.dead_letters)
+            for letter in result.dead_letters:
+                # The core numbers events inside the batch; the client knows request indices.
+                i = letter.index if letter.index is not None else 0
+                req = index[i]
+                letters.append(letter.model_copy(update={
+                    "index": req,
+                    "detail": letter.detail.replace(f"event {i}:", f"event {req}:", 1),
+                }))
+        return accepted, self._evaluate_if_due()
 
     def _evaluate_if_due(self, *, force: bool = False) -> list[Any]:
         """Evaluate verdicts when the cadence has elapsed (or ``force``); return the changes.

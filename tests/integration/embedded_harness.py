@@ -21,7 +21,8 @@ _LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run ``llm-monitor ARGS`` to completion."""
-    return subprocess.run([sys.executable, "-m", "monitor.cli", *args], cwd=REPO,
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_MONITOR_")}
+    return subprocess.run([sys.executable, "-m", "monitor.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -43,7 +44,10 @@ class Server:
         out = self.log.open("ab")
         cmd = [sys.executable, "-m", "monitor.cli", "run", "--db", str(self.db),
                "--host", "127.0.0.1", "--port", "0", "--no-view", *self.args]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        # The monitor's own settings come from the arguments only, not from the caller's shell.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_MONITOR_")}
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=out,
+                                     stdin=subprocess.DEVNULL, env=env)
         out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
