@@ -165,3 +165,45 @@ def test_n_star_anytime_worked_example() -> None:
 def test_errors_name_the_parameter(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("construction", ["mcnemar", "bounded"])
+@pytest.mark.parametrize("alpha", [0.05, 0.05 / 31, 0.05 / 496])
+def test_n_star_anytime_fast_equals_exact(construction: str, alpha: float) -> None:
+    # The tabulated boundary + Newton against the nested bisection on the exact boundary, over
+    # δ ∈ [1e-4, 0.5] and every feasible σ² (σ² + δ² ∈ [δ, 1]: a discordance rate ≥ |δ|), with
+    # a few power levels. Where N*_AV is large the exact boundary itself carries rounding noise
+    # of up to ~1e-7 (log E is a difference of numbers of size V), so exact agreement (and the
+    # same N after rounding up) is asserted to N = 1e6 and 2e-6 relative beyond.
+    rng = np.random.default_rng(7)
+    d = np.exp(rng.uniform(math.log(1e-4), math.log(0.5), 100))
+    m2 = d + rng.uniform(0.0, 1.0, d.size) ** 2 * (1.0 - d)
+    s2 = m2 - d * d
+    for power in (0.3, 0.8, 0.95):
+        fast = ep.n_star_anytime(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
+        exact = ep._n_star_anytime_exact(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
+        small = exact <= 1e6
+        assert small.sum() > 30
+        np.testing.assert_allclose(fast[small], exact[small], rtol=1e-8)
+        np.testing.assert_array_equal(np.ceil(fast[small]), np.ceil(exact[small]))
+        np.testing.assert_allclose(fast, exact, rtol=2e-6)
+    # Edge cases: δ = 0, σ² = 0, and a gap too small to resolve below N = 1e12.
+    edge_d = np.array([0.0, 0.3, 1e-7, 0.5])
+    edge_s = np.array([0.2, 0.0, 0.5, 0.0])
+    np.testing.assert_allclose(
+        ep.n_star_anytime(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
+        ep._n_star_anytime_exact(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
+        rtol=1e-8,
+    )
+
+
+def test_boundary_table_matches_exact_root() -> None:
+    # The spline of log u(V) against the bisection root between the grid points, where the
+    # exact root is not limited by rounding (V ≤ 1e7).
+    thr = math.log(20 * 496)
+    for construction in ("mcnemar", "bounded"):
+        tab = ep._table(construction, thr, ep.V_OPT, ep.ALPHA_OPT)
+        t = np.linspace(tab.t_min, math.log(1e7), 400) + 0.3 * tab.step
+        exact = np.log(ep._boundary_s(np.exp(t), thr, construction, ep.V_OPT, ep.ALPHA_OPT))
+        approx, _ = tab.log_u(t)
+        np.testing.assert_allclose(approx, exact, rtol=0, atol=5e-9)
