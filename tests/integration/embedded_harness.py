@@ -114,6 +114,12 @@ class Server:
             self._close()
             raise
 
+    def send_only(self, method: str, path: str, body: bytes) -> None:
+        """Send a request without reading the reply (to kill the server before it is read)."""
+        hdrs = {"Authorization": f"Bearer {self.token}"} if self.token is not None else {}
+        self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        self._conn.request(method, path, body=body, headers=hdrs)
+
     def post(self, body: bytes | str | list[Any] | dict[str, Any],
              headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
         if isinstance(body, (list, dict)):

@@ -8,6 +8,7 @@ import csv
 import http.client
 import itertools
 import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -46,6 +47,15 @@ def _real_events(shared_data: Path, rng: np.random.Generator) -> tuple[list[dict
     return events, x
 
 
+def _stored(db: Path) -> int:
+    """Results committed to the monitor's database, read as a second SQLite connection."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(con.execute("SELECT coalesce(sum(n), 0) FROM results").fetchone()[0])
+    finally:
+        con.close()
+
+
 def _offline(acknowledged: list[dict], path: Path) -> dict:
     """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
     with path.open("w", newline="") as fh:
@@ -70,7 +80,10 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     cuts = np.cumsum(rng.integers(400, 2500, size=200))
     cuts = [0, *[int(c) for c in cuts if c < len(events)], len(events)]
     batches = [events[lo:hi] for lo, hi in itertools.pairwise(cuts)]
-    kill_at = set(rng.choice(len(batches), size=MIN_KILLS + 2, replace=False).tolist())
+    chosen = rng.choice(len(batches), size=MIN_KILLS + 4, replace=False).tolist()
+    kill_at = set(chosen[:MIN_KILLS + 2])
+    # Two kills in the narrowest window: after the commit, before the reply is read.
+    kill_after_commit = set(chosen[MIN_KILLS + 2:])
 
     srv = Server(tmp_path / "crash.db").start()
     kills = 0
@@ -90,6 +103,17 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
                 # Up to 1.3 request durations: before, during or after the commit.
                 killer = threading.Timer(float(rng.uniform(0.0, 1.3 * last_took)), pid_proc.kill)
                 killer.start()
+            if b in kill_after_commit:
+                before = _stored(srv.db)
+                srv.send_only("POST", "/v1/results", body)
+                deadline = time.monotonic() + 30
+                while _stored(srv.db) == before and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                assert _stored(srv.db) == before + len(batch)
+                srv.kill()
+                kills += 1
+                unacked += 1
+                srv.start()
             while True:
                 try:
                     t0 = time.perf_counter()
@@ -128,6 +152,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
               f"{unacked} requests cut off and resent, {resent_dupes} results found already "
               f"stored on resend, {accepted_in_acks} accepted in acknowledged replies")
         assert kills >= 5, kills
+        assert resent_dupes >= sum(len(batches[b]) for b in kill_after_commit)
         assert accepted_in_acks + resent_dupes == len(events)
         assert acknowledged == events
 
