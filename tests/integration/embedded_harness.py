@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ class Server:
             self._conn = None
 
     # -- HTTP ------------------------------------------------------------------------------
-    def request(self, method: str, path: str, body: bytes | None = None,
+    def request(self, method: str, path: str, body: bytes | Iterable[bytes] | None = None,
                 headers: dict[str, str] | None = None, *, timeout: float = 60.0
                 ) -> tuple[int, bytes]:
         hdrs = dict(headers or {})
@@ -104,7 +105,8 @@ class Server:
         if self._conn is None:
             self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            self._conn.request(method, path, body=body, headers=hdrs)
+            self._conn.request(method, path, body=body, headers=hdrs,
+                               encode_chunked="Transfer-Encoding" in hdrs)
             resp = self._conn.getresponse()
             data = resp.read()
             if resp.getheader("Connection", "").lower() == "close":

@@ -123,8 +123,13 @@ def test_body_over_limit_is_413_and_server_survives(server: Server) -> None:
     status, body = server.request("POST", "/v1/results", big)
     assert status == 413, body
     assert json.loads(body)["error"] == "too-large"
+    # Chunked, so no Content-Length to judge by: cut off once the limit is passed.
+    chunks = (big[i:i + 10_000] for i in range(0, 220_000, 10_000))
+    status, body = server.request("POST", "/v1/results", chunks, {"Transfer-Encoding": "chunked"})
+    assert status == 413, body
     status, body = server.post({"benchmark": "toy", "item_id": "1", "model": "m", "score": 0})
     assert status == 202 and body["accepted"] == 1
+    assert metric_value(server.metrics(), "llm_monitor_events_total", outcome="invalid") == 2
 
 
 def test_token_required_when_configured(tmp_path: Path) -> None:
