@@ -381,7 +381,7 @@ def build_app(service: EmbeddedService) -> web.Application:
 
     app.router.add_post("/v1/results", post_results)
     app.router.add_get("/v1/benchmarks", get_benchmarks)
-    app.router.add_get("/v1/benchmarks/{benchmark}/ranking", get_ranking)
+    app.router.add_get("/v1/benchmarks/{benchmark:.+}/ranking", get_ranking)
     app.router.add_get("/v1/changes", get_changes)
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)
