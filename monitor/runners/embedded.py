@@ -456,4 +456,7 @@ async def serve(
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         await runner.cleanup()
-        service.close()
+        try:
+            service.evaluate_pending(force=True)  # log the last verdict changes before leaving
+        finally:
+            service.close()
