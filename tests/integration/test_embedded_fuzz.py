@@ -117,6 +117,7 @@ def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
         assert sent_invalid >= 10_000, sent_invalid
         assert srv.alive()
         assert srv.request("GET", "/healthz")[0] == 200
+        assert "Traceback" not in srv.log.read_text(errors="replace")
         text = srv.metrics()
         assert metric_value(text, "llm_monitor_events_total", outcome="invalid") == sent_invalid
         assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == sent_valid
