@@ -114,6 +114,9 @@ def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
             range(len(arr))), reply
         sent_invalid += len(arr)
 
+        print(f"\nfuzz test: {sent_invalid} malformed events rejected ({reasons} in NDJSON "
+              f"bodies, the rest whole bodies and array elements), {sent_valid} valid ones "
+              "alongside accepted")
         assert sent_invalid >= 10_000, sent_invalid
         assert srv.alive()
         assert srv.request("GET", "/healthz")[0] == 200
