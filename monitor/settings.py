@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     family: Literal["adjacent", "all"] = "adjacent"
     view: bool = True
+    # Items flagged `leak-suspect` are excluded from resolution unless this is set.
+    include_leak_suspect: bool = False
     # Verdicts are re-evaluated at most this often (seconds) while results stream in, and once
     # the stream pauses; 0 evaluates after every request. Each evaluation is a stopping time.
     eval_interval: float = Field(default=0.25, ge=0.0, le=60.0)
@@ -119,6 +121,11 @@ class Settings(BaseSettings):
                               f"or LLM_MONITOR_{field.upper()}): {err['msg']}") from None
         settings.check_bind()
         return settings
+
+    @property
+    def exclude_flags(self) -> tuple[str, ...]:
+        """Flags whose items the core excludes from resolution."""
+        return () if self.include_leak_suspect else ("leak-suspect",)
 
     def check_bind(self) -> None:
         """Refuse to serve a non-loopback address without a bearer token."""

@@ -360,6 +360,11 @@ def flip_stat(kind: str, flips: int, base: int, acc: float, *, confidence: float
     return FlipStat(kind, base, flips, flips / base, float(ci.low), float(ci.high), acc)
 
 
+def flip_alarm(rate: float) -> bool:
+    """The alarm rule: a flip rate above 10 % (an undefined rate, NaN, never alarms)."""
+    return bool(rate > ALARM_FLIP_RATE)
+
+
 @dataclass(frozen=True)
 class StabilityReport:
     """Outcomes of every variant plus flip rates overall and per perturbation."""
@@ -377,12 +382,12 @@ class StabilityReport:
     @property
     def alarm(self) -> bool:
         """True when the overall flip rate exceeds the 10 % alarm level."""
-        return bool(self.overall.rate > ALARM_FLIP_RATE)
+        return flip_alarm(self.overall.rate)
 
     @property
     def alarm_confirmed(self) -> bool:
         """True when even the Wilson lower bound exceeds 10 %."""
-        return bool(self.overall.ci_low > ALARM_FLIP_RATE)
+        return flip_alarm(self.overall.ci_low)
 
     def events(self, *, benchmark: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """ItemResult-shaped dicts (score 1/0) for the live monitor, one per variant."""

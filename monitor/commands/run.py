@@ -172,6 +172,9 @@ def register(app: typer.Typer) -> None:
         family: Annotated[str | None, typer.Option(help="adjacent or all")] = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
         eval_interval: Annotated[float | None, typer.Option(help="seconds between verdict evaluations while results stream in (0: after every request)")] = None,
+        include_leak_suspect: Annotated[bool, typer.Option(
+            "--include-leak-suspect",
+            help="count items flagged leak-suspect in resolution (default: excluded)")] = False,
         no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
@@ -179,6 +182,7 @@ def register(app: typer.Typer) -> None:
             token_file=token_file, db=db, host=host, port=port, alpha=alpha, power=power,
             family=family, max_body_bytes=max_body_bytes, eval_interval=eval_interval,
             view=False if no_view else None,
+            include_leak_suspect=True if include_leak_suspect else None,
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,

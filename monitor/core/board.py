@@ -283,8 +283,14 @@ class BenchmarkState:
 
     # -- stability -----------------------------------------------------------------------
     def count_stability(self, model: str, kind: str, original: float, perturbed: float) -> None:
-        """Record one (original, perturbed:<kind>) pair of a model; flip = right → wrong."""
-        cell = self.stability.setdefault(model, {}).setdefault(kind, [0, 0])
+        """Record one (original, perturbed:<kind>) pair of a model; flip = right → wrong.
+
+        The cell is [pairs, flips, right on original]: the flip rate's denominator is the
+        third, as in ``llm-monitor stability`` (a flip needs a right original answer).
+        """
+        cell = self.stability.setdefault(model, {}).setdefault(kind, [0, 0, 0])
         cell[0] += 1
-        if original >= 0.5 and perturbed < 0.5:
-            cell[1] += 1
+        if original >= 0.5:
+            cell[2] += 1
+            if perturbed < 0.5:
+                cell[1] += 1

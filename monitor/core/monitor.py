@@ -400,8 +400,16 @@ class Monitor:
             st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in b["perturbed"]}
             for v, i, m, _ in b["perturbed"]:
                 st.perturbed_by_cell.setdefault((i, m), []).append(v)
-            st.stability = {m: {k2: list(v) for k2, v in kinds.items()}
-                            for m, kinds in b["stability"].items()}
+            if all(len(v) == 3 for kinds in b["stability"].values() for v in kinds.values()):
+                st.stability = {m: {k2: list(v) for k2, v in kinds.items()}
+                                for m, kinds in b["stability"].items()}
+            else:  # a snapshot from before the right-on-original count: recount
+                st.stability = {}
+                for v, i, m, sc in b["perturbed"]:
+                    row, col = st.item_row.get(i), st.model_col.get(m)
+                    if row is not None and col is not None and not np.isnan(st.X[row, col]):
+                        st.count_stability(m, v.split(":", 1)[1], float(st.X[row, col]),
+                                           float(sc))
             k = st.k
             st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
             st.last_ranking = (tuple(b["last_ranking"][0]), bool(b["last_ranking"][1]))
@@ -466,9 +474,15 @@ class Monitor:
         return set(self._state(benchmark).flagged.get(flag, ()))
 
     def stability(self, benchmark: str) -> dict[str, dict[str, dict[str, int]]]:
-        """Per model and perturbation kind: paired (original, perturbed) items and flips."""
+        """Per model and perturbation kind: paired (original, perturbed) items, flips, and
+        the paired items right on the original (the flip rate's denominator).
+
+        Stability counts every item, excluded from resolution or not: a leaked item that
+        flips is evidence too.
+        """
         st = self._state(benchmark)
-        return {m: {k: {"pairs": v[0], "flips": v[1]} for k, v in sorted(kinds.items())}
+        return {m: {k: {"pairs": v[0], "flips": v[1], "right_on_original": v[2]}
+                    for k, v in sorted(kinds.items())}
                 for m, kinds in sorted(st.stability.items())}
 
     def _state(self, benchmark: str) -> BenchmarkState:

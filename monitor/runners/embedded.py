@@ -66,7 +66,44 @@ class IngestReport:
 def _core_config(settings: Settings) -> Any:
     from monitor.core import CoreConfig
 
-    return CoreConfig(alpha=settings.alpha, power=settings.power, family=settings.family)
+    return CoreConfig(alpha=settings.alpha, power=settings.power, family=settings.family,
+                      exclude_flags=settings.exclude_flags)
+
+
+#: At most this many excluded item ids are listed by the contamination route (default).
+EXCLUDED_IDS_CAP = 1000
+
+
+def _flip_figures(kind: str, counts: dict[str, int]) -> dict[str, Any]:
+    # The same Wilson interval and 10 % rule as `llm-monitor stability`, so the live figures
+    # equal the offline ones for the same outcomes.
+    from monitor.audit.stability import ALARM_FLIP_RATE, flip_alarm, flip_stat
+
+    fs = flip_stat(kind, counts["flips"], counts["right_on_original"], math.nan)
+    return {"kind": kind, "pairs": counts["pairs"],
+            "right_on_original": counts["right_on_original"], "flips": counts["flips"],
+            "flip_rate": fs.rate, "ci": [fs.ci_low, fs.ci_high],
+            "alarm": flip_alarm(fs.rate), "alarm_confirmed": flip_alarm(fs.ci_low),
+            "alarm_level": ALARM_FLIP_RATE}
+
+
+def stability_figures(monitor: Any, benchmark: str) -> dict[str, Any]:
+    """Per model: flip figures per perturbation kind and pooled over kinds (``overall``).
+
+    A flip is right on the original (score ≥ 0.5) and wrong on the perturbed variant; the
+    rate is flips / paired items right on the original, with a Wilson 95 % CI.
+    """
+    from monitor.audit.stability import ALARM_FLIP_RATE
+
+    models = []
+    for model, kinds in monitor.stability(benchmark).items():
+        total = {key: sum(c[key] for c in kinds.values())
+                 for key in ("pairs", "flips", "right_on_original")}
+        overall = _flip_figures("all", total)
+        models.append({"model": model, "alarm": overall["alarm"], "overall": overall,
+                       "kinds": [_flip_figures(k, c) for k, c in kinds.items()]})
+    return {"benchmark": benchmark, "alarm_level": ALARM_FLIP_RATE, "confidence": 0.95,
+            "models": models}
 
 
 def _finite(value: Any) -> float | None:
@@ -102,6 +139,7 @@ class EmbeddedService:
         for outcome, total in self.store.counters().items():
             if outcome in OUTCOMES and total:
                 self.metrics.events_total.labels(outcome=outcome).inc(total)
+        self.metrics.ensure_benchmarks(self.monitor.benchmarks())
         for (bench, kind), total in self.store.change_counts().items():
             self.metrics.state_changes_total.labels(benchmark=bench, kind=kind).inc(total)
 
@@ -193,6 +231,8 @@ class EmbeddedService:
         for kind, n in counts.items():
             if n:
                 self.metrics.events_total.labels(outcome=kind).inc(n)
+        if len(self.monitor.benchmarks()) != self.metrics.benchmarks_seen:
+            self.metrics.ensure_benchmarks(self.monitor.benchmarks())
         self._count_changes(changes)
         self.metrics.processing_lag_seconds.observe(time.perf_counter() - t0)
         report.rejected = sorted(
@@ -261,6 +301,23 @@ class EmbeddedService:
 
     def ranking(self, benchmark: str) -> dict[str, Any]:
         return dict(self.monitor.ranking(benchmark))
+
+    def stability(self, benchmark: str) -> dict[str, Any]:
+        return stability_figures(self.monitor, benchmark)
+
+    def contamination(self, benchmark: str, *, limit: int = EXCLUDED_IDS_CAP) -> dict[str, Any]:
+        """Items excluded from resolution (ids sorted, at most ``limit``) and the flag counts."""
+        excluded = sorted(self.monitor.excluded(benchmark))
+        flags = self.monitor.config.exclude_flags
+        return {
+            "benchmark": benchmark,
+            "exclusion": bool(flags),
+            "exclude_flags": list(flags),
+            "leak_suspect_items": len(self.monitor.flagged(benchmark, "leak-suspect")),
+            "excluded_items": len(excluded),
+            "excluded_ids": excluded[:limit],
+            "truncated": len(excluded) > limit,
+        }
 
     def metrics_text(self) -> bytes:
         return generate_latest(self.registry)
@@ -347,6 +404,19 @@ def build_app(service: EmbeddedService) -> web.Application:
             return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
         return _json(service.ranking(bench))
 
+    async def get_stability(request: web.Request) -> web.StreamResponse:
+        bench = request.match_info["benchmark"]
+        if bench not in service.benchmarks():
+            return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
+        return _json(service.stability(bench))
+
+    async def get_contamination(request: web.Request) -> web.StreamResponse:
+        bench = request.match_info["benchmark"]
+        if bench not in service.benchmarks():
+            return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
+        cap = _int_param(request, "limit", EXCLUDED_IDS_CAP, lo=0, hi=100_000)
+        return _json(service.contamination(bench, limit=cap))
+
     def _int_param(request: web.Request, name: str, default: int, *, lo: int, hi: int) -> int:
         raw = request.query.get(name)
         if raw is None:
@@ -382,6 +452,8 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_post("/v1/results", post_results)
     app.router.add_get("/v1/benchmarks", get_benchmarks)
     app.router.add_get("/v1/benchmarks/{benchmark:.+}/ranking", get_ranking)
+    app.router.add_get("/v1/benchmarks/{benchmark:.+}/stability", get_stability)
+    app.router.add_get("/v1/benchmarks/{benchmark:.+}/contamination", get_contamination)
     app.router.add_get("/v1/changes", get_changes)
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)

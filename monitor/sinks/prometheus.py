@@ -34,7 +34,12 @@ METRIC_NAMES = (
     "llm_monitor_ranking_unresolved_pairs",
     "llm_monitor_state_changes_total",
     "llm_monitor_processing_lag_seconds",
+    "llm_monitor_model_flip_rate",
+    "llm_monitor_model_flip_pairs",
+    "llm_monitor_excluded_items",
 )
+
+CHANGE_KINDS = ("resolution", "ranking")
 
 OUTCOMES = ("accepted", "duplicate", "conflict", "invalid")
 
@@ -43,6 +48,7 @@ LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
                10.0)
 
 _PAIR_LABELS = ("benchmark", "model_a", "model_b")
+_MODEL_LABELS = ("benchmark", "model", "kind")
 
 
 def change_kind(change: Any) -> str:
@@ -68,16 +74,35 @@ class Metrics:
             "Change events emitted (kind: resolution or ranking), by benchmark.",
             ["benchmark", "kind"], registry=registry,
         )
+        self._benchmarks: set[str] = set()
         self.processing_lag_seconds = Histogram(
             "llm_monitor_processing_lag_seconds",
             "Seconds from receiving a batch of results to its state being applied.",
             buckets=LAG_BUCKETS, registry=registry,
         )
 
+    @property
+    def benchmarks_seen(self) -> int:
+        """How many benchmarks have their state-change series."""
+        return len(self._benchmarks)
+
+    def ensure_benchmarks(self, benchmarks: Iterable[str]) -> None:
+        """Create the state-change series of new benchmarks at 0, for both kinds.
+
+        ``increase()`` needs a sample before the first change to count it; a series born at
+        its first increment would hide that change.
+        """
+        for bench in benchmarks:
+            if bench not in self._benchmarks:
+                self._benchmarks.add(bench)
+                for kind in CHANGE_KINDS:
+                    self.state_changes_total.labels(benchmark=bench, kind=kind)
+
     def observe(self, result: ApplyResult | None, *, invalid: int = 0,
                 lag_seconds: float | None = None) -> None:
         """Count one batch: its outcomes, ``invalid`` rejected before the core, its changes."""
         if result is not None:
+            self.ensure_benchmarks({change.benchmark for change in result.changes})
             for outcome in ("accepted", "duplicate", "conflict"):
                 n = result.count(outcome)
                 if n:
@@ -131,11 +156,34 @@ class MonitorCollector(Collector):
             GaugeMetricFamily("llm_monitor_ranking_unresolved_pairs",
                               "Adjacent pairs of the ranking not yet resolved.",
                               labels=("benchmark",)),
+            GaugeMetricFamily(
+                "llm_monitor_model_flip_rate",
+                "Share of the model's items right on the original and wrong on the perturbed "
+                "variant (kind: perturbation, or all pooled); absent until one is right.",
+                labels=_MODEL_LABELS),
+            GaugeMetricFamily("llm_monitor_model_flip_pairs",
+                              "Items of the model with both an original and a perturbed result.",
+                              labels=_MODEL_LABELS),
+            GaugeMetricFamily("llm_monitor_excluded_items",
+                              "Items excluded from resolution by their flags (e.g. leak-suspect).",
+                              labels=("benchmark",)),
         ]
 
     def collect(self) -> Iterator[Metric]:
-        items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved = self._families()
+        (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved, flip_rate,
+         flip_pairs, excluded) = self._families()
         for bench in self.monitor.benchmarks():
+            excluded.add_metric([bench], float(len(self.monitor.excluded(bench))))
+            for model, kinds in self.monitor.stability(bench).items():
+                pooled = {"pairs": 0, "flips": 0, "right_on_original": 0}
+                for kind, c in (*kinds.items(), ("all", pooled)):
+                    if kind != "all":
+                        for key in pooled:
+                            pooled[key] += c[key]
+                    flip_pairs.add_metric([bench, model, kind], float(c["pairs"]))
+                    if c["right_on_original"]:
+                        flip_rate.add_metric([bench, model, kind],
+                                             c["flips"] / c["right_on_original"])
             table = self.monitor.table(bench)
             if table is None:
                 continue
@@ -153,4 +201,5 @@ class MonitorCollector(Collector):
                                   ("anytime", "q_anytime")):
                     ratio.add_metric([*labels, kind], float(fig[key]))  # type: ignore[arg-type]
                 resolved.add_metric(labels, 0.0 if fig["verdict"] == "unresolved" else 1.0)
-        yield from (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved)
+        yield from (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved,
+                    flip_rate, flip_pairs, excluded)

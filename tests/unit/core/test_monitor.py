@@ -70,8 +70,9 @@ def test_perturbed_results_do_not_pair_and_count_flips() -> None:
                      ev("1", "x", 0, variant="perturbed:paraphrase")])
     assert res.outcomes == ["accepted", "accepted", "accepted", "duplicate"]
     assert mon.stability("b") == {
-        "x": {"paraphrase": {"pairs": 2, "flips": 1}},
-        "y": {"paraphrase": {"pairs": 1, "flips": 1}, "typo": {"pairs": 1, "flips": 0}},
+        "x": {"paraphrase": {"pairs": 2, "flips": 1, "right_on_original": 1}},
+        "y": {"paraphrase": {"pairs": 1, "flips": 1, "right_on_original": 1},
+              "typo": {"pairs": 1, "flips": 0, "right_on_original": 1}},
     }
     res = mon.apply([ev("1", "x", 1, variant="perturbed:paraphrase")])
     assert res.outcomes == ["conflict"]

@@ -17,6 +17,9 @@ CONTRACT = {
     "llm_monitor_ranking_unresolved_pairs", "llm_monitor_state_changes_total",
     "llm_monitor_processing_lag_seconds",
 }
+# Added beside the contract: stability and contamination (issue 5, live part).
+EXTRA = {"llm_monitor_model_flip_rate", "llm_monitor_model_flip_pairs",
+         "llm_monitor_excluded_items"}
 
 
 def ev(item: int, model: str, score: float) -> ItemResult:
@@ -46,7 +49,7 @@ def test_exposes_exactly_the_contract_names() -> None:
                      for m, s in (("a", 1), ("b", i % 2), ("c", 0))])
     metrics.observe(res, invalid=3, lag_seconds=0.002)
     got = scrape(registry)
-    assert set(got) == CONTRACT == set(METRIC_NAMES)
+    assert set(got) == CONTRACT | EXTRA == set(METRIC_NAMES)
     events = {s[0]["outcome"]: s[1] for s in got["llm_monitor_events_total"]}
     assert events == {"accepted": 120.0, "duplicate": 0.0, "conflict": 0.0, "invalid": 3.0}
     kinds = {(s[0]["benchmark"], s[0]["kind"]) for s in got["llm_monitor_state_changes_total"]}
@@ -92,3 +95,32 @@ def test_fresh_registry_has_counters_at_zero_before_any_event() -> None:
     assert {s[0]["outcome"] for s in got["llm_monitor_events_total"]} == {
         "accepted", "duplicate", "conflict", "invalid"}
     assert "llm_monitor_pair_items" not in got or got["llm_monitor_pair_items"] == []
+
+
+def test_state_change_series_born_at_zero_for_both_kinds() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.ensure_benchmarks(["b", "b"])
+    got = {(s[0]["benchmark"], s[0]["kind"]): s[1]
+           for s in scrape(registry)["llm_monitor_state_changes_total"]}
+    assert got == {("b", "resolution"): 0.0, ("b", "ranking"): 0.0}
+    assert metrics.benchmarks_seen == 1
+
+
+def test_flip_and_exclusion_gauges() -> None:
+    mon, _, registry = setup()
+    p = "perturbed:paraphrase"
+    events = [ItemResult(benchmark="b", item_id=str(i), model="a", score=float(i < 8))
+              for i in range(10)]
+    # right on items 0-7; the perturbed variant is wrong on items 0-1 (2 flips out of 8)
+    events += [ItemResult(benchmark="b", item_id=str(i), model="a", score=float(i >= 2),
+                          variant=p) for i in range(10)]
+    events += [ItemResult(benchmark="b", item_id="3", model="a", score=1.0,
+                          variant="perturbed:noise", flags=["leak-suspect"])]
+    mon.apply(events)
+    got = scrape(registry)
+    rate = {s[0]["kind"]: s[1] for s in got["llm_monitor_model_flip_rate"]}
+    assert rate == {"paraphrase": 2 / 8, "noise": 0.0, "all": 2 / 9}
+    pairs = {s[0]["kind"]: s[1] for s in got["llm_monitor_model_flip_pairs"]}
+    assert pairs == {"paraphrase": 10.0, "noise": 1.0, "all": 11.0}
+    assert got["llm_monitor_excluded_items"] == [({"benchmark": "b"}, 1.0)]
