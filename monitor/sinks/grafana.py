@@ -110,6 +110,18 @@ PANELS: tuple[Panel, ...] = (
                  "llm_monitor_processing_lag_seconds_bucket[$__rate_interval])))", "p99"),),
           "99th percentile of request arrival → durable and in the metrics; target < 1 s.",
           width=8, unit="s", thresholds=(1.0,)),
+    Panel("Flip rate per model (10 % alarm)", "timeseries",
+          (Query(f"llm_monitor_model_flip_rate{{{_BENCH}}}",
+                 "{{benchmark}}: {{model}} ({{kind}})"),),
+          "Share of a model's items answered right in the original form and wrong once "
+          "perturbed, per perturbation kind and pooled (kind=all). Above 10 % the model "
+          "likely answers remembered wording; GET /v1/benchmarks/<benchmark>/stability has "
+          "the Wilson CI.", width=12, unit="percentunit", thresholds=(0.1,)),
+    Panel("Items excluded from resolution", "timeseries",
+          (Query(f"llm_monitor_excluded_items{{{_BENCH}}}", "{{benchmark}}"),),
+          "Items flagged leak-suspect and left out of every verdict (llm-monitor run "
+          "--include-leak-suspect counts them). GET /v1/benchmarks/<benchmark>/contamination "
+          "lists them.", width=12),
 )
 
 
