@@ -181,8 +181,9 @@ def render_anytime(console: Console, rep: dict[str, Any]) -> None:
                f"{info['e_threshold']:.4g} (e-Bonferroni) · "
                f"{info['resolved_anytime']}/{len(rep['pairs'])} resolved")
     )
-    for col in ("pair", "n", "E", "CS for δ", "N*_AV", "q_AV", "first resolved at"):
-        table.add_column(col, justify="left" if col == "pair" else "right")
+    table.add_column("pair", overflow="fold", ratio=1, min_width=20)
+    for col in ("n", "E", "CS for δ", "N*_AV", "q_AV", "first resolved at"):
+        table.add_column(col, justify="right", no_wrap=True)
     for p in rep["pairs"]:
         e = p["e_value"]
         table.add_row(

@@ -230,6 +230,8 @@ def register(app: typer.Typer) -> None:
 
             def human(console: Console) -> None:
                 fixed(console)
+                if not console.is_terminal:
+                    console = Console(width=max(console.width, 120), highlight=False)
                 render_anytime(console, rep)
 
             emit(rep, as_json=as_json, human=human)
