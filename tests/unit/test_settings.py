@@ -64,3 +64,11 @@ def test_bad_values_are_config_errors(tmp_path: Path) -> None:
     s = Settings.build()
     with pytest.raises(Exception, match="frozen"):
         s.port = 1  # type: ignore[misc]
+
+
+def test_leak_suspect_exclusion_on_by_default_and_off_on_request(tmp_path: Path) -> None:
+    from monitor.runners.embedded import _core_config
+
+    assert _core_config(Settings.build(db=tmp_path / "a.db")).exclude_flags == ("leak-suspect",)
+    off = Settings.build(db=tmp_path / "a.db", include_leak_suspect=True)
+    assert _core_config(off).exclude_flags == ()
