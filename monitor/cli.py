@@ -34,9 +34,11 @@ def _register() -> None:
         schemas,
         stability,
         verdict,
+        worker,
     )
 
-    for module in (power, leakage, report, stability, run, calibrate, compare, verdict, schemas):
+    for module in (power, leakage, report, stability, run, calibrate, compare, verdict, schemas,
+                   worker):
         module.register(app)
 
 

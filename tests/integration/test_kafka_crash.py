@@ -1,0 +1,122 @@
+"""SIGKILL the worker at two random points while results stream in, restart it each time,
+finish: the durable state equals the Monitor applied offline to the same events — every
+result accepted exactly once (no duplicates counted, since none were sent), nothing lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kafka import KafkaProducer
+
+from monitor.core import CoreConfig
+from monitor.runners.kafka_core import RESULTS_TOPIC
+from monitor.runners.replay import ReplayStream, load_blocks
+from tests.integration.kafka_harness import (
+    Broker,
+    Worker,
+    offline_monitors,
+    read_topic,
+    scrape,
+    snapshot_cells,
+    wait_until,
+    worker_state,
+)
+
+pytestmark = pytest.mark.timeout(110)
+
+N_RESULTS = 24_000
+RATE = 3000.0  # results/s: ingest spans ~8 s, so the kills land while results arrive
+N_INVALID = 12
+ACCEPTED = 'llm_monitor_events_total{outcome="accepted"}'
+
+
+def _produce(bootstrap: str, payloads: list[tuple[bytes, bytes]], done: threading.Event,
+             errors: list[BaseException]) -> None:
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                 max_in_flight_requests_per_connection=1)
+        start = time.perf_counter()
+        for i, (key, value) in enumerate(payloads):
+            producer.send(RESULTS_TOPIC, key=key, value=value)
+            if i % 300 == 0:
+                delay = start + i / RATE - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+        producer.flush(timeout=30)
+        producer.close()
+    except BaseException as exc:  # reported by the test thread
+        errors.append(exc)
+    finally:
+        done.set()
+
+
+def _accepted(worker: Worker) -> float:
+    try:
+        return scrape(worker.metrics_port).get(ACCEPTED, 0.0)
+    except OSError:
+        return 0.0
+
+
+def test_sigkill_twice_during_ingest_equals_offline(tmp_path: Path, shared_data: Path) -> None:
+    rng = np.random.default_rng(20261130)
+    blocks = load_blocks([shared_data / "mmlu_pro_item_correctness_wide.csv"],
+                         exclude=("src",), cluster_col="category")
+    events = ReplayStream(blocks, seed=11).events(0, N_RESULTS)
+    payloads = [(ev.benchmark.encode(), ev.model_dump_json(exclude_defaults=True).encode())
+                for ev in events]
+    for pos in sorted(rng.choice(N_RESULTS, N_INVALID, replace=False).tolist(), reverse=True):
+        payloads.insert(int(pos), (b"mmlu_pro", b'{"benchmark": "mmlu_pro", "score": '))
+    # Two kill points, one in each half of the ingest, drawn at random.
+    kill_at = [int(rng.uniform(0.15, 0.45) * N_RESULTS), int(rng.uniform(0.55, 0.85) * N_RESULTS)]
+
+    broker = Broker(tmp_path / "tansu.log").start()
+    worker = Worker(broker, tmp_path / "worker.log", "--checkpoint-interval", "0.3",
+                    "--batch-size", "500")
+    try:
+        worker.start()
+        done = threading.Event()
+        errors: list[BaseException] = []
+        thread = threading.Thread(target=_produce, args=(broker.bootstrap, payloads, done, errors),
+                                  daemon=True)
+        thread.start()
+        kills = []
+        for target in kill_at:
+            wait_until(lambda t=target: _accepted(worker) >= t, timeout=40,
+                       what=f"{target} accepted results before a kill", log=worker.text)
+            # a random extra delay so the kill does not always follow a scrape
+            time.sleep(float(rng.uniform(0.0, 0.3)))
+            kills.append(_accepted(worker))
+            worker.kill()
+            worker.start(timeout=40)
+        thread.join(timeout=40)
+        assert done.is_set() and not errors, errors
+        wait_until(lambda: _accepted(worker) >= N_RESULTS, timeout=40,
+                   what="all results accepted after the restarts", log=worker.text)
+        assert _accepted(worker) == N_RESULTS  # overshooting would mean double counting
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+
+    try:
+        config = CoreConfig()
+        records = read_topic(broker.bootstrap, RESULTS_TOPIC)
+        assert len(records) == N_RESULTS + N_INVALID
+        offline = offline_monitors(records, config)["mmlu_pro"]
+        core = worker_state(broker.bootstrap, config)
+        live = core.monitors["mmlu_pro"]
+        assert core.counters() == {"accepted": N_RESULTS, "duplicate": 0, "conflict": 0,
+                                   "invalid": N_INVALID}
+        assert snapshot_cells(live) == snapshot_cells(offline)
+        want, got = offline.ranking("mmlu_pro"), live.ranking("mmlu_pro")
+        assert [(m["model"], m["n"], m["mean"]) for m in got["models"]] == [
+            (m["model"], m["n"], m["mean"]) for m in want["models"]]
+        assert [(p["n"], p["verdict"], p["e_value"]) for p in got["pairs"]] == [
+            (p["n"], p["verdict"], p["e_value"]) for p in want["pairs"]]
+        # both kills landed mid-ingest: some results were in, some were still to come
+        assert all(0 < k < N_RESULTS for k in kills), kills
+    finally:
+        broker.stop()
