@@ -77,8 +77,8 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     events, x = _real_events(shared_data, rng)
     assert len(events) == N_MODELS * N_ITEMS >= 50_000
 
-    cuts = np.cumsum(rng.integers(400, 2500, size=200))
-    cuts = [0, *[int(c) for c in cuts if c < len(events)], len(events)]
+    ends = np.cumsum(rng.integers(400, 2500, size=200))
+    cuts = [0, *[int(c) for c in ends if c < len(events)], len(events)]
     batches = [events[lo:hi] for lo, hi in itertools.pairwise(cuts)]
     chosen = rng.choice(len(batches), size=MIN_KILLS + 4, replace=False).tolist()
     kill_at = set(chosen[:MIN_KILLS + 2])

@@ -127,8 +127,8 @@ def test_body_over_limit_is_413_and_server_survives(server: Server) -> None:
     chunks = (big[i:i + 10_000] for i in range(0, 220_000, 10_000))
     status, body = server.request("POST", "/v1/results", chunks, {"Transfer-Encoding": "chunked"})
     assert status == 413, body
-    status, body = server.post({"benchmark": "toy", "item_id": "1", "model": "m", "score": 0})
-    assert status == 202 and body["accepted"] == 1
+    status, reply = server.post({"benchmark": "toy", "item_id": "1", "model": "m", "score": 0})
+    assert status == 202 and reply["accepted"] == 1
     assert metric_value(server.metrics(), "llm_monitor_events_total", outcome="invalid") == 2
 
 

@@ -326,8 +326,8 @@ def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[s
         for series in data["result"]:
             legend_labels = set(re.findall(r"\{\{(\w+)\}\}", q.legend))
             assert legend_labels <= set(series["metric"]), (title, series)
-            value = float(series["value"][1])
-            assert not math.isnan(value), (title, series)
+            sample = float(series["value"][1])
+            assert not math.isnan(sample), (title, series)
         results.setdefault(title, []).extend(data["result"])
 
     def by(title: str, label: str) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import given, settings
@@ -47,7 +48,25 @@ def run(events: list[ItemResult], cuts: list[int]) -> tuple[Monitor, list[str]]:
     return mon, outcomes
 
 
-def offline(events: list[ItemResult], bench: str) -> dict[str, object]:
+@dataclass
+class PairRef:
+    """Offline statistics of one ordered model pair; ``de`` and the counts only when ``n > 0``."""
+
+    n: int
+    s: float
+    v: float
+    de: float = 1.0
+    n10: int = 0
+    n01: int = 0
+
+
+@dataclass
+class OfflineRef:
+    cells: dict[tuple[str, str], float]
+    pairs: dict[tuple[str, str], PairRef] = field(default_factory=dict)
+
+
+def offline(events: list[ItemResult], bench: str) -> OfflineRef:
     """First result per cell wins; flags of accepted results exclude items; plain numpy."""
     cells: dict[tuple[str, str], float] = {}
     perturbed: set[tuple[str, str, str]] = set()
@@ -67,25 +86,25 @@ def offline(events: list[ItemResult], bench: str) -> dict[str, object]:
         if accepted and "leak-suspect" in e.flags:
             excluded.add(e.item_id)
     items = sorted({i for i, _ in cells} - excluded)
-    out: dict[str, object] = {"cells": cells}
+    out = OfflineRef(cells)
     for a in MODELS:
         for b in MODELS:
             both = [i for i in items if (i, a) in cells and (i, b) in cells]
             d = np.array([cells[(i, a)] - cells[(i, b)] for i in both])
             n = d.size
-            stats = {"n": n, "s": float(d.sum()), "v": float((d * d).sum())}
+            stats = PairRef(n=n, s=float(d.sum()), v=float((d * d).sum()))
             if n:
-                labels = [cluster[i] if cluster[i] is not None else f"single:{i}" for i in both]
+                labels = [c if (c := cluster[i]) is not None else f"single:{i}" for i in both]
                 dbar = d.mean()
                 groups = sorted(set(labels))
                 sums = np.array([sum(d[j] - dbar for j in range(n) if labels[j] == g)
                                  for g in groups])
                 var_cr = float(np.sum(sums**2)) / n**2
                 var_iid = float(np.var(d)) / n
-                stats["de"] = var_cr / var_iid if var_iid > 0 else 1.0
-                stats["n10"] = int(np.sum(d > 0))
-                stats["n01"] = int(np.sum(d < 0))
-            out[(a, b)] = stats  # type: ignore[index]
+                stats.de = var_cr / var_iid if var_iid > 0 else 1.0
+                stats.n10 = int(np.sum(d > 0))
+                stats.n01 = int(np.sum(d < 0))
+            out.pairs[(a, b)] = stats
     return out
 
 
@@ -110,22 +129,22 @@ def test_final_statistics_match_offline_and_any_batching(
         assert ta.order == tb.order == t1.order
         ref = offline(events, bench)
         idx = {m: j for j, m in enumerate(t1.models)}
-        binary = all(s in (0.0, 1.0) for s in ref["cells"].values())  # type: ignore[attr-defined]
+        binary = all(s in (0.0, 1.0) for s in ref.cells.values())
         assert t1.binary == binary
         for a in t1.models:
             for b in t1.models:
-                r = ref[(a, b)]  # type: ignore[index]
+                r = ref.pairs[(a, b)]
                 i, j = idx[a], idx[b]
-                assert t1.n[i, j] == r["n"]
-                assert t1.s[i, j] == r["s"]
-                assert t1.v[i, j] == r["v"]
-                if r["n"] == 0:
+                assert t1.n[i, j] == r.n
+                assert t1.s[i, j] == r.s
+                assert t1.v[i, j] == r.v
+                if r.n == 0:
                     assert t1.log_e[i, j] == 0.0 and t1.code[i, j] == 0
                     continue
-                np.testing.assert_allclose(t1.de[i, j], r["de"], rtol=1e-9, atol=1e-12)
+                np.testing.assert_allclose(t1.de[i, j], r.de, rtol=1e-9, atol=1e-12)
                 if binary:
-                    assert (t1.n10[i, j], t1.n01[i, j]) == (r["n10"], r["n01"])
-                    expect = float(ep.log_e_mcnemar(r["n10"], r["n01"]))
+                    assert (t1.n10[i, j], t1.n01[i, j]) == (r.n10, r.n01)
+                    expect = float(ep.log_e_mcnemar(r.n10, r.n01))
                 else:
-                    expect = float(ep.log_e_bounded(r["n"], r["s"], r["v"]))
+                    expect = float(ep.log_e_bounded(r.n, r.s, r.v))
                 np.testing.assert_allclose(t1.log_e[i, j], expect, rtol=1e-12, atol=1e-12)

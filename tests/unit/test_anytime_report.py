@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from monitor.anytime_report import anytime_fields
 from monitor.cli import main
@@ -40,13 +41,13 @@ def test_first_resolved_at_matches_brute_force() -> None:
     assert fields[2]["resolved_anytime"] and fields[2]["cs_low"] > 0
 
 
-def test_power_json_has_n_star_anytime(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_power_json_has_n_star_anytime(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["power", "--pa", "0.65", "--pb", "0.60", "--rho", "0.30", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_star"] == 1028 and out["n_star_anytime"] == 1980
 
 
-def test_calibrate_anytime_json(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_calibrate_anytime_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--anytime", "--reps", "200", "--n", "400", "--seed", "2",
                  "--pa", "0.65", "--pb", "0.55", "--rho", "0.3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -36,7 +36,7 @@ def exported_names() -> set[str]:
     registry = CollectorRegistry()
     Metrics(registry)
     registry.register(MonitorCollector(Monitor()))
-    names = set()
+    names: set[str] = set()
     for family in registry.collect():
         names.update(family.name + s for s in _SUFFIXES.get(family.type, ("",)))
     return names
@@ -49,7 +49,7 @@ def metric_names(expr: str) -> set[str]:
     s = re.sub(r"\[[^\]]*\]", " ", s)
     s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
     s = re.sub(r"\boffset\s+\d+[smhdwy]", " ", s)
-    names = set()
+    names: set[str] = set()
     for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", s):
         if m.group() in _KEYWORDS or re.match(r"\s*\(", s[m.end():]):
             continue  # a keyword or a function call

@@ -63,7 +63,7 @@ def test_bad_values_are_config_errors(tmp_path: Path) -> None:
         Settings.build(token_file=tmp_path / "empty")
     s = Settings.build()
     with pytest.raises(Exception, match="frozen"):
-        s.port = 1  # type: ignore[misc]
+        s.port = 1
 
 
 def test_leak_suspect_exclusion_on_by_default_and_off_on_request(tmp_path: Path) -> None:

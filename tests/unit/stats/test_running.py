@@ -58,6 +58,7 @@ def test_every_prefix_matches_batch(kind: str) -> None:
         assert st.binary == ref.binary
         if ref.binary:
             assert (st.n11, st.n10, st.n01, st.n00) == (ref.n11, ref.n10, ref.n01, ref.n00)
+            assert ref.n10 is not None and ref.n01 is not None  # set for binary data
             assert st.log_e() == pytest.approx(float(ep.log_e_mcnemar(ref.n10, ref.n01)))
         else:
             assert st.log_e() == pytest.approx(
