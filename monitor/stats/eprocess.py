@@ -29,6 +29,7 @@ spread as the normal mixture over λ.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -63,6 +64,45 @@ def _check_alpha(alpha: float) -> float:
     if not (0.0 < alpha < 1.0) or not math.isfinite(alpha):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
     return float(alpha)
+
+
+def _bisect(above: Callable[[Any], Any], lo: Any, hi: Any, steps: int = _BISECT_STEPS
+            ) -> tuple[Any, Any]:
+    """Elementwise bisection of [lo, hi] towards the point where ``above`` turns true.
+
+    ``hi`` moves to every midpoint where ``above`` holds and ``lo`` to every other one, so
+    ``above(hi)`` stays true wherever it was true at the start.
+    """
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        up = above(mid)
+        hi = np.where(up, mid, hi)
+        lo = np.where(up, lo, mid)
+    return lo, hi
+
+
+def _check_n_star_args(
+    delta: ArrayLike, sigma2: ArrayLike, alpha: float, power: float, construction: str
+) -> tuple[float, Any, Any]:
+    """Validated (α, |δ|, σ²) of ``n_star_anytime``, δ and σ² broadcast together."""
+    alpha = _check_alpha(alpha)
+    if not (0.0 < power < 1.0):
+        raise ValueError(f"`power` must lie in (0, 1), got {power}")
+    if construction not in ("mcnemar", "bounded"):
+        raise ValueError(f"`construction` must be 'mcnemar' or 'bounded', got {construction!r}")
+    d_in, s_in = np.broadcast_arrays(
+        np.abs(np.asarray(delta, dtype=float)), np.asarray(sigma2, dtype=float)
+    )
+    if np.any(s_in < 0) or np.any(~np.isfinite(s_in)):
+        raise ValueError("`sigma2` must be finite and nonnegative")
+    return alpha, d_in, s_in
+
+
+def _log_e_sv(s: Any, v: Any, construction: str, v_opt: float, alpha_opt: float) -> Any:
+    """log E of the construction after ``S = s`` and ``V = v`` (0/1 scores: n10 + n01 = V)."""
+    if construction == "mcnemar":
+        return log_e_mcnemar((v + s) / 2.0, (v - s) / 2.0, v_opt=v_opt, alpha_opt=alpha_opt)
+    return log_e_bounded(v, s, v, v_opt=v_opt, alpha_opt=alpha_opt)
 
 
 def mixture_rho(*, v_opt: float = V_OPT, alpha_opt: float = ALPHA_OPT) -> float:
@@ -233,12 +273,7 @@ def cs_bounded(
     def solve(inside: Any, outside: Any) -> Any:
         # f(inside) < 0 ≤ f(outside) wherever a crossing exists; keep the inside end.
         reach = f(outside) >= 0
-        lo_, hi_ = inside.copy(), outside.copy()
-        for _ in range(_BISECT_STEPS):
-            mid = 0.5 * (lo_ + hi_)
-            above = f(mid) >= 0
-            hi_ = np.where(above, mid, hi_)
-            lo_ = np.where(above, lo_, mid)
+        lo_, _ = _bisect(lambda x: f(x) >= 0, inside.copy(), outside.copy())
         return np.where(reach, lo_, np.sign(outside) * 1.0)
 
     high = solve(center, np.full_like(center, edge))
@@ -284,19 +319,11 @@ def _boundary_s(
 ) -> Any:
     """Smallest s ≥ 0 with log E(s, v) ≥ thr (inf where even s = v does not reach it)."""
 
-    def g(s_: Any) -> Any:
-        if construction == "mcnemar":
-            return log_e_mcnemar((v + s_) / 2.0, (v - s_) / 2.0, v_opt=v_opt, alpha_opt=alpha_opt)
-        return log_e_bounded(v, s_, v, v_opt=v_opt, alpha_opt=alpha_opt)
+    def reached(s_: Any) -> Any:
+        return _log_e_sv(s_, v, construction, v_opt, alpha_opt) >= thr
 
-    lo = np.zeros_like(v)
-    hi = v.copy()
-    reach = g(hi) >= thr
-    for _ in range(_BISECT_STEPS):
-        mid = 0.5 * (lo + hi)
-        above = g(mid) >= thr
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
+    reach = reached(v)
+    _, hi = _bisect(reached, np.zeros_like(v), v.copy())
     return np.where(reach, hi, np.inf)
 
 
@@ -311,16 +338,7 @@ def _n_star_anytime_exact(
     alpha_opt: float = ALPHA_OPT,
 ) -> Any:
     """Reference ``n_star_anytime``: nested bisection on the exact boundary (for tests)."""
-    alpha = _check_alpha(alpha)
-    if not (0.0 < power < 1.0):
-        raise ValueError(f"`power` must lie in (0, 1), got {power}")
-    if construction not in ("mcnemar", "bounded"):
-        raise ValueError(f"`construction` must be 'mcnemar' or 'bounded', got {construction!r}")
-    d_in, s_in = np.broadcast_arrays(
-        np.abs(np.asarray(delta, dtype=float)), np.asarray(sigma2, dtype=float)
-    )
-    if np.any(s_in < 0) or np.any(~np.isfinite(s_in)):
-        raise ValueError("`sigma2` must be finite and nonnegative")
+    alpha, d_in, s_in = _check_n_star_args(delta, sigma2, alpha, power, construction)
     d = np.where(d_in > 0, d_in, 1.0)
     s2 = s_in
     m2 = s2 + d * d
@@ -330,13 +348,8 @@ def _n_star_anytime_exact(
     def gap(n: Any) -> Any:
         return n * d - zb * np.sqrt(n * s2) - _boundary_s(n * m2, thr, construction, v_opt, alpha_opt)
 
-    lo = np.zeros_like(d)  # log N
-    hi = np.full_like(d, math.log(1e12))
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        ok = gap(np.exp(mid)) >= 0
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
+    log_n_lo, log_n_hi = np.zeros_like(d), np.full_like(d, math.log(1e12))
+    _, hi = _bisect(lambda t: gap(np.exp(t)) >= 0, log_n_lo, log_n_hi, steps=50)
     out = np.where(d_in > 0, np.exp(hi), np.inf)
     return float(out) if out.ndim == 0 else out
 
@@ -362,9 +375,7 @@ class _BoundaryTable:
         from scipy.interpolate import CubicSpline
 
         def top(v: Any) -> Any:  # log E at s = v, the largest s the boundary may take
-            if construction == "mcnemar":
-                return log_e_mcnemar(v, 0.0 * v, v_opt=v_opt, alpha_opt=alpha_opt)
-            return log_e_bounded(v, v, v, v_opt=v_opt, alpha_opt=alpha_opt)
+            return _log_e_sv(v, v, construction, v_opt, alpha_opt)
 
         # V_min: below it even s = V does not reach the threshold (u = ∞ there).
         lo, hi = math.log(1e-12), _T_MAX
@@ -431,16 +442,7 @@ def n_star_anytime(
     >>> 1500 < n_av < 2500
     True
     """
-    alpha = _check_alpha(alpha)
-    if not (0.0 < power < 1.0):
-        raise ValueError(f"`power` must lie in (0, 1), got {power}")
-    if construction not in ("mcnemar", "bounded"):
-        raise ValueError(f"`construction` must be 'mcnemar' or 'bounded', got {construction!r}")
-    d_in, s_in = np.broadcast_arrays(
-        np.abs(np.asarray(delta, dtype=float)), np.asarray(sigma2, dtype=float)
-    )
-    if np.any(s_in < 0) or np.any(~np.isfinite(s_in)):
-        raise ValueError("`sigma2` must be finite and nonnegative")
+    alpha, d_in, s_in = _check_n_star_args(delta, sigma2, alpha, power, construction)
     thr = math.log(1.0 / alpha)
     tab = _table(construction, thr, v_opt, alpha_opt)
     shape = d_in.shape
