@@ -18,6 +18,7 @@ from scipy.stats import binomtest, norm
 
 from monitor.stats import eprocess as ep
 from monitor.stats import power as pw
+from monitor.stats.calibration import cell_probabilities
 
 __all__ = [
     "SCENARIOS",
@@ -40,19 +41,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 _CHUNK_CELLS = 1_500_000  # streams × items per chunk: a few arrays of this size stay < 1 GB
 
 
-def _cells(p_a: float, p_b: float, rho: float) -> tuple[float, float, float, float]:
-    """Cell probabilities (p11, p10, p01, p00) of two 0/1 scores with phi correlation ρ."""
-    p11 = p_a * p_b + rho * math.sqrt(p_a * (1 - p_a) * p_b * (1 - p_b))
-    cells = (p11, p_a - p11, p_b - p11, 1.0 - p_a - p_b + p11)
-    if min(cells) < -1e-12:
-        raise ValueError(f"`rho` = {rho} is not attainable with p_a = {p_a}, p_b = {p_b}")
-    return cells
-
-
 def _draw_d(spec: dict[str, Any], shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     """Paired differences D for one chunk of streams."""
     if spec["kind"] == "binary":
-        _, p10, p01, _ = _cells(spec["p_a"], spec["p_b"], spec["rho"])
+        _, p10, p01, _ = cell_probabilities(spec["p_a"], spec["p_b"], spec["rho"])
         u = rng.random(shape)
         return (u < p10).astype(np.float64) - ((u >= p10) & (u < p10 + p01)).astype(np.float64)
     (a1, b1), (a2, b2) = spec["a"], spec["b"]
