@@ -13,6 +13,8 @@ from typing import Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.power import check_unit_vector
+
 Method = Literal["none", "bonferroni", "holm", "bh"]
 METHODS: tuple[str, ...] = get_args(Method)
 
@@ -22,16 +24,6 @@ def check_method(method: str) -> Method:
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
     return method  # type: ignore[return-value]
-
-
-def _check_pvalues(p: ArrayLike) -> NDArray[np.float64]:
-    arr = np.asarray(p, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"`p` must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
-    if np.any(bad):
-        raise ValueError(f"`p` must hold p-values in [0, 1], got {arr[bad][0]}")
-    return arr
 
 
 def adjust_pvalues(p: ArrayLike, *, method: str = "holm") -> NDArray[np.float64]:
@@ -58,7 +50,7 @@ def adjust_pvalues(p: ArrayLike, *, method: str = "holm") -> NDArray[np.float64]
     [0.03, 0.04, 0.04]
     """
     method = check_method(method)
-    arr = _check_pvalues(p)
+    arr = check_unit_vector("p", p, what="p-values")
     m = arr.size
     if m == 0 or method == "none":
         return arr.copy()

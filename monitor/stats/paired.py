@@ -10,20 +10,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from scipy.stats import norm
 
 from monitor.stats import power as pw
-
-
-def _check_scores(name: str, x: ArrayLike) -> NDArray[np.float64]:
-    arr = np.asarray(x, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"`{name}` must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
-    if np.any(bad):
-        raise ValueError(f"`{name}` must hold scores in [0, 1] without NaN, got {arr[bad][0]}")
-    return arr
 
 
 @dataclass(frozen=True)
@@ -99,8 +89,8 @@ def paired_summary(x_a: ArrayLike, x_b: ArrayLike) -> PairedSummary:
     >>> round(s.sigma_d2, 4)
     0.56
     """
-    a = _check_scores("x_a", x_a)
-    b = _check_scores("x_b", x_b)
+    a = pw.check_unit_vector("x_a", x_a, what="scores")
+    b = pw.check_unit_vector("x_b", x_b, what="scores")
     if a.shape != b.shape:
         raise ValueError(f"`x_a` and `x_b` must have equal length, got {a.size} and {b.size}")
     n = a.size

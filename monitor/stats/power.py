@@ -45,6 +45,17 @@ def check_probability(name: str, p: ArrayLike, *, open_interval: bool = True) ->
     return arr
 
 
+def check_unit_vector(name: str, x: ArrayLike, *, what: str) -> FloatArray:
+    """Validate a one-dimensional array of ``what`` (scores, p-values) in [0, 1], no NaN."""
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, got shape {arr.shape}")
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
+    if np.any(bad):
+        raise ValueError(f"`{name}` must hold {what} in [0, 1] without NaN, got {arr[bad][0]}")
+    return arr
+
+
 def check_rho(rho: ArrayLike) -> FloatArray:
     """Validate correlations: finite values in [−1, 1]."""
     arr = np.asarray(rho, dtype=float)
