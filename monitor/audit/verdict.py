@@ -41,6 +41,11 @@ def _need(d: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
                          f"`llm-monitor {what}`")
 
 
+def _rate(value: Any) -> float:
+    """A share from a JSON report; null (no items to judge) is NaN, which never alarms."""
+    return math.nan if value is None else float(value)
+
+
 def decide(
     compare: dict[str, Any],
     leakage: dict[str, Any],
@@ -94,15 +99,13 @@ def decide(
         ev.append(f"on the {clean['n']} items without leak status: difference "
                   f"{clean['mean_diff']:+.4f}, {clean['primary_test']} p = "
                   f"{clean['primary_pvalue']:.3g}")
-    share = leakage["leak_share"]
-    share = math.nan if share is None else float(share)
+    share = _rate(leakage["leak_share"])
     contaminated = bool(share > max_leak_share)
     counts = leakage["counts"]
     ev.append(f"leakage: {counts.get('leak', 0)} of {leakage['n_items']} eval items leaked "
               f"({share:.1%}; alarm above {max_leak_share:.0%}), {counts.get('review', 0)} to "
               f"review ({leakage.get('n', '?')}-gram containment)")
-    rate = stability["flip_rate"]
-    rate = math.nan if rate is None else float(rate)
+    rate = _rate(stability["flip_rate"])
     unstable = bool(rate > max_flip_rate)
     lo, hi = stability["flip_ci"]
     ev.append(f"stability{' of ' + stability['model'] if 'model' in stability else ''}: "
