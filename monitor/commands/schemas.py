@@ -54,38 +54,43 @@ VALID_EXAMPLES: dict[str, tuple[str, Any]] = {
     ),
 }
 
+
+def _invalid(body: str, field: str | None, reason: str = "schema") -> dict[str, Any]:
+    return {"body": body, "expected": {"reason": reason, "field": field}}
+
+
 # Each invalid example is a request body (exact text) and the reason the monitor gives.
 INVALID_EXAMPLES: dict[str, dict[str, Any]] = {
-    "score_out_of_range.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 2}',
-        "expected": {"reason": "schema", "field": "score"},
-    },
-    "score_as_string.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": "1"}',
-        "expected": {"reason": "schema", "field": "score"},
-    },
-    "score_nan.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": NaN}',
-        "expected": {"reason": "schema", "field": "score"},
-    },
-    "missing_model.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "score": 1}',
-        "expected": {"reason": "schema", "field": "model"},
-    },
-    "unknown_field.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 1, '
-                '"correct": true}',
-        "expected": {"reason": "schema", "field": "correct"},
-    },
-    "bad_variant.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 1, '
-                '"variant": "paraphrase"}',
-        "expected": {"reason": "schema", "field": "variant"},
-    },
-    "truncated_json.json": {
-        "body": '{"benchmark": "mmlu_pro", "item_id": "70", "model": ',
-        "expected": {"reason": "invalid-json", "field": None},
-    },
+    "score_out_of_range.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 2}',
+        "score",
+    ),
+    "score_as_string.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": "1"}',
+        "score",
+    ),
+    "score_nan.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": NaN}',
+        "score",
+    ),
+    "missing_model.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "score": 1}',
+        "model",
+    ),
+    "unknown_field.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 1, '
+        '"correct": true}',
+        "correct",
+    ),
+    "bad_variant.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 1, '
+        '"variant": "paraphrase"}',
+        "variant",
+    ),
+    "truncated_json.json": _invalid(
+        '{"benchmark": "mmlu_pro", "item_id": "70", "model": ',
+        None, reason="invalid-json",
+    ),
 }
 
 
