@@ -22,6 +22,8 @@ from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
 from monitor.stats.running import PairState
 
+from ._peer import pair_with_partners
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MODELS = 20
 BATCH = 1000
@@ -68,13 +70,7 @@ def peer(events: list[ItemResult]) -> tuple[float, dict[tuple[str, str], PairSta
         if ev.model in cell:
             continue
         g = cluster.setdefault(ev.item_id, ev.cluster)
-        for other, score in cell.items():
-            a, b = (ev.model, other) if ev.model < other else (other, ev.model)
-            xa, xb = (ev.score, score) if a == ev.model else (score, ev.score)
-            st = states.get((a, b))
-            if st is None:
-                st = states[(a, b)] = PairState()
-            st.update(xa, xb, g)
+        pair_with_partners(states, cell, ev.model, ev.score, g)
         cell[ev.model] = ev.score
     return time.perf_counter() - t0, states
 

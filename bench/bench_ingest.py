@@ -24,7 +24,6 @@ import http.client
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -128,11 +127,9 @@ def naive_peer(events: list[dict], tmp: Path) -> float:
     from monitor.stats.eprocess import log_e_mcnemar
     from monitor.stats.running import PairState
 
-    db = sqlite3.connect(str(tmp / "peer.db"), isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.execute("CREATE TABLE results (benchmark TEXT, item_id TEXT, model TEXT, score REAL,"
-               " cluster TEXT)")
+    from ._peer import pair_with_partners, results_db
+
+    db = results_db(tmp / "peer.db")
     lines = [json.dumps(e) for e in events]
     scores: dict[str, dict[str, float]] = {}
     pairs: dict[tuple[str, str], PairState] = {}
@@ -147,14 +144,7 @@ def naive_peer(events: list[dict], tmp: Path) -> float:
                 continue
             db.execute("INSERT INTO results VALUES (?,?,?,?,?)",
                        (ev.benchmark, ev.item_id, ev.model, ev.score, ev.cluster))
-            for other, s in row.items():
-                a, b = (ev.model, other) if ev.model < other else (other, ev.model)
-                xa, xb = (ev.score, s) if a == ev.model else (s, ev.score)
-                st = pairs.get((a, b))
-                if st is None:
-                    st = pairs[(a, b)] = PairState()
-                st.update(xa, xb, ev.cluster)
-                touched.add((a, b))
+            touched.update(pair_with_partners(pairs, row, ev.model, ev.score, ev.cluster))
             row[ev.model] = ev.score
         for key in touched:  # verdict inputs of every touched pair, once per batch
             st = pairs[key]
@@ -169,11 +159,9 @@ def naive_peer(events: list[dict], tmp: Path) -> float:
 
 
 def plain_sqlite(events: list[dict], tmp: Path) -> float:
-    db = sqlite3.connect(str(tmp / "plain.db"), isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.execute("CREATE TABLE results (benchmark TEXT, item_id TEXT, model TEXT, score REAL,"
-               " cluster TEXT)")
+    from ._peer import results_db
+
+    db = results_db(tmp / "plain.db")
     rows = [(e["benchmark"], e["item_id"], e["model"], float(e["score"]), e["cluster"])
             for e in events]
     t0 = time.perf_counter()
