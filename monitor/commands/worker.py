@@ -61,6 +61,7 @@ def register(app: typer.Typer) -> None:
         eval_interval: Annotated[float, typer.Option(help="seconds between verdict evaluations under load")] = 0.25,
         checkpoint_interval: Annotated[float, typer.Option(help="seconds between state checkpoints (and offset commits)")] = 2.0,
         batch_size: Annotated[int, typer.Option(help="most records stepped at once")] = 5000,
+        engine: Annotated[str, typer.Option(help="kafka (kafka-python, default) or faust")] = "kafka",
     ) -> None:
         """Distributed monitor: consume llm-monitor.results, publish changes and dead letters.
 
@@ -85,6 +86,12 @@ def register(app: typer.Typer) -> None:
             eval_interval=eval_interval, checkpoint_interval=checkpoint_interval,
             batch_size=batch_size,
         )
+        if engine == "faust":
+            from monitor.runners.faust_app import run_faust
+
+            raise typer.Exit(run_faust(opts))
+        if engine != "kafka":
+            raise ConfigError(f"--engine must be 'kafka' or 'faust', got {engine!r}")
         raise typer.Exit(run_worker(opts))
 
     @app.command("produce")

@@ -62,41 +62,50 @@ def _accepted(worker: Worker) -> float:
 
 
 def test_sigkill_twice_during_ingest_equals_offline(tmp_path: Path, shared_data: Path) -> None:
-    rng = np.random.default_rng(20261130)
+    crash_run(tmp_path, shared_data, engine="kafka", kills=2, seed=20261130)
+
+
+def crash_run(tmp_path: Path, shared_data: Path, *, engine: str, kills: int, seed: int,
+              n_results: int = N_RESULTS) -> None:
+    """Stream ``n_results`` real results (+ invalid records), SIGKILL the worker ``kills``
+    times at random points mid-ingest, finish, and compare the state with the offline one."""
+    rng = np.random.default_rng(seed)
     blocks = load_blocks([shared_data / "mmlu_pro_item_correctness_wide.csv"],
                          exclude=("src",), cluster_col="category")
-    events = ReplayStream(blocks, seed=11).events(0, N_RESULTS)
+    events = ReplayStream(blocks, seed=11).events(0, n_results)
     payloads = [(ev.benchmark.encode(), ev.model_dump_json(exclude_defaults=True).encode())
                 for ev in events]
-    for pos in sorted(rng.choice(N_RESULTS, N_INVALID, replace=False).tolist(), reverse=True):
+    for pos in sorted(rng.choice(n_results, N_INVALID, replace=False).tolist(), reverse=True):
         payloads.insert(int(pos), (b"mmlu_pro", b'{"benchmark": "mmlu_pro", "score": '))
     # Two kill points, one in each half of the ingest, drawn at random.
-    kill_at = [int(rng.uniform(0.15, 0.45) * N_RESULTS), int(rng.uniform(0.55, 0.85) * N_RESULTS)]
+    # One kill point in each of ``kills`` equal slices of the ingest, drawn at random.
+    kill_at = [int(rng.uniform((i + 0.2) / kills, (i + 0.8) / kills) * n_results * 0.9)
+               for i in range(kills)]
 
     broker = Broker(tmp_path / "tansu.log").start()
     worker = Worker(broker, tmp_path / "worker.log", "--checkpoint-interval", "0.3",
-                    "--batch-size", "500")
+                    "--batch-size", "500", "--engine", engine)
     try:
-        worker.start()
+        worker.start(timeout=40)
         done = threading.Event()
         errors: list[BaseException] = []
         thread = threading.Thread(target=_produce, args=(broker.bootstrap, payloads, done, errors),
                                   daemon=True)
         thread.start()
-        kills = []
+        killed_at: list[float] = []
         for target in kill_at:
             wait_until(lambda t=target: _accepted(worker) >= t, timeout=40,
                        what=f"{target} accepted results before a kill", log=worker.text)
             # a random extra delay so the kill does not always follow a scrape
             time.sleep(float(rng.uniform(0.0, 0.3)))
-            kills.append(_accepted(worker))
+            killed_at.append(_accepted(worker))
             worker.kill()
             worker.start(timeout=40)
         thread.join(timeout=40)
         assert done.is_set() and not errors, errors
-        wait_until(lambda: _accepted(worker) >= N_RESULTS, timeout=40,
+        wait_until(lambda: _accepted(worker) >= n_results, timeout=40,
                    what="all results accepted after the restarts", log=worker.text)
-        assert _accepted(worker) == N_RESULTS  # overshooting would mean double counting
+        assert _accepted(worker) == n_results  # overshooting would mean double counting
         assert worker.stop() == 0
     finally:
         worker.kill()
@@ -104,11 +113,11 @@ def test_sigkill_twice_during_ingest_equals_offline(tmp_path: Path, shared_data:
     try:
         config = CoreConfig()
         records = read_topic(broker.bootstrap, RESULTS_TOPIC)
-        assert len(records) == N_RESULTS + N_INVALID
+        assert len(records) == n_results + N_INVALID
         offline = offline_monitors(records, config)["mmlu_pro"]
         core = worker_state(broker.bootstrap, config)
         live = core.monitors["mmlu_pro"]
-        assert core.counters() == {"accepted": N_RESULTS, "duplicate": 0, "conflict": 0,
+        assert core.counters() == {"accepted": n_results, "duplicate": 0, "conflict": 0,
                                    "invalid": N_INVALID}
         assert snapshot_cells(live) == snapshot_cells(offline)
         want, got = offline.ranking("mmlu_pro"), live.ranking("mmlu_pro")
@@ -117,6 +126,6 @@ def test_sigkill_twice_during_ingest_equals_offline(tmp_path: Path, shared_data:
         assert [(p["n"], p["verdict"], p["e_value"]) for p in got["pairs"]] == [
             (p["n"], p["verdict"], p["e_value"]) for p in want["pairs"]]
         # both kills landed mid-ingest: some results were in, some were still to come
-        assert all(0 < k < N_RESULTS for k in kills), kills
+        assert len(killed_at) == kills and all(0 < k < n_results for k in killed_at), killed_at
     finally:
         broker.stop()
