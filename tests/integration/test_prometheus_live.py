@@ -293,6 +293,16 @@ def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[s
     assert pair_alert["annotations"]["summary"] == f"{BENCH}: strong vs weak became resolved"
     assert not hook.alerts("pager") and not hook.alerts("ops"), hook.received
 
+    # Perturbed variants of some items (a quarter of them flipped), so the stability panels
+    # have series: flip-rate gauges exist only for models with perturbed results.
+    perturbed = [dict(e, variant="perturbed:paraphrase",
+                      score=1 - e["score"] if k % 4 == 0 else e["score"])
+                 for k, e in enumerate(_events(0, 40))]
+    status, body = _http("POST", f"{mon}/v1/results", perturbed)
+    assert status == 202 and body["accepted"] == len(perturbed), body
+    _wait("the flip-rate series in Prometheus", lambda: _query(
+        prom, f'llm_monitor_model_flip_rate{{benchmark="{BENCH}"}}')["result"], 20, logs)
+
     # The dashboard's variables resolve to this benchmark and pair, the way Grafana does it.
     bench_expr, pair_expr = grafana.variable_queries()
     assert {r["metric"]["benchmark"] for r in _query(prom, bench_expr)["result"]} == {BENCH}
