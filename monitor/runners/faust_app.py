@@ -112,7 +112,8 @@ def build_app(options: WorkerOptions) -> tuple[faust.App, WorkerCore, CollectorR
                                                  timestamp=None, headers=None)
 
     @app.on_partitions_revoked.connect
-    async def on_revoked(app: Any, revoked: Any, *, signal: Any, **kwargs: Any) -> None:
+    async def on_revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        revoked = args[0] if args else kwargs["revoked"]
         # Every batch was checkpointed before its events were acked; the next owner
         # restores from the state topic, and so does this worker if it gets them back.
         parts = {tp.partition for tp in revoked if tp.topic == RESULTS_TOPIC}
