@@ -139,7 +139,7 @@ def test_confidence_sequence_inverts_the_e_process() -> None:
 def test_n_star_anytime_worked_example() -> None:
     s2 = float(sigma_d2(0.65, 0.60, 0.30))
     n_av = ep.n_star_anytime(0.05, s2)
-    # Normal-mixture approximation in the brief: about 1,970; fixed-N N* = 1028 (DESIGN §1).
+    # Normal-mixture approximation quoted in issue 3: about 1,970; fixed-N N* = 1028 (DESIGN §1).
     assert 1900 < n_av < 2100
     assert 1.7 < n_av / float(n_star(0.05, s2)) < 2.2
     assert ep.n_star_anytime(0.0, s2) == math.inf
