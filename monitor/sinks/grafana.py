@@ -1,10 +1,10 @@
 """Grafana dashboard and alert rules for the live monitor, as code.
 
-``python -m monitor.sinks.grafana`` writes ``grafana/dashboards/llm-monitor.json`` and
-``grafana/provisioning/alerting/llm-monitor-alerts.yml`` (Grafana-managed copies of the
-Prometheus rules in ``deploy/prometheus/rules/llm-monitor.rules.yml``); ``--check`` only
-reports whether the committed files are current. Every query uses the metric names of
-DESIGN §2, the monitor's contract.
+``python -m monitor.sinks.grafana`` writes ``grafana/dashboards/llm-monitor.json`` (built with
+Grafana's grafana-foundation-sdk) and ``grafana/provisioning/alerting/llm-monitor-alerts.yml``
+(Grafana-managed copies of the Prometheus rules in ``deploy/prometheus/rules/llm-monitor.rules.yml``);
+``--check`` only reports whether the committed files are current. Every query uses the metric
+names of DESIGN §2, the monitor's contract.
 """
 
 from __future__ import annotations
@@ -13,14 +13,25 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+# Build-time dependencies (dev extra): the running monitor never imports this module.
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
 
 DATASOURCE_UID = "llm-monitor-prometheus"
 DASHBOARD_UID = "llm-monitor"
 ALERT_FOLDER = "llm-monitor"
 _DS = {"type": "prometheus", "uid": DATASOURCE_UID}
+_DS_REF = dm.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 
 # The pair variable holds "model_a|model_b"; matching both labels against that regex selects
 # exactly that pair (a model is never paired with itself). Model names are used as regex
@@ -39,168 +50,205 @@ class Query:
     instant: bool = False
 
 
-@dataclass(frozen=True)
-class Panel:
-    """A dashboard panel: title, kind, queries, unit and layout."""
+# -- dashboard (grafana-foundation-sdk builders) ----------------------------------------------
 
-    title: str
-    kind: str
-    queries: tuple[Query, ...]
-    description: str
-    width: int
-    height: int = 8
-    unit: str = "short"
-    log_scale: bool = False
-    thresholds: tuple[float, ...] = ()
-    mappings: tuple[tuple[int, str, str], ...] = ()
+def _target(expr: str, legend: str = "", *, instant: bool = False) -> prometheus.Dataquery:
+    query = prometheus.Dataquery().expr(expr).legend_format(legend).datasource(_DS_REF)
+    return query.instant() if instant else query.range()
 
 
-_RESOLVED_MAP = ((0, "unresolved", "orange"), (1, "resolved", "green"))
-
-PANELS: tuple[Panel, ...] = (
-    Panel("Ranking resolved", "stat",
-          (Query(f"llm_monitor_ranking_resolved{{{_BENCH}}}", "{{benchmark}}", instant=True),),
-          "1 when every adjacent pair of the benchmark's ranking is resolved after the family "
-          "correction.", width=8, height=5, mappings=_RESOLVED_MAP),
-    Panel("Unresolved adjacent pairs", "stat",
-          (Query(f"llm_monitor_ranking_unresolved_pairs{{{_BENCH}}}", "{{benchmark}}",
-                 instant=True),),
-          "Adjacent pairs of the ranking that are not resolved yet.", width=8, height=5),
-    Panel("Accepted results per second", "stat",
-          (Query('sum(rate(llm_monitor_events_total{outcome="accepted"}[$__rate_interval]))',
-                 "accepted", instant=True),),
-          "Results accepted (new, valid, not duplicate) per second.", width=8, height=5,
-          unit="reqps"),
-    Panel("E-value per pair (log scale) and the 1/α threshold", "timeseries",
-          (Query(f"llm_monitor_pair_e_value{{{_PAIR}}}", _PAIR_LEGEND),
-           Query("1 / $alpha", "1/α")),
-          "E_n of each adjacent pair's e-process. The pair is resolved (anytime) once E_n "
-          "reaches 1/α, or m/α under e-Bonferroni for a family of m pairs.", width=12,
-          height=9, log_scale=True),
-    Panel("Resolution ratio by kind", "timeseries",
-          (Query(f"llm_monitor_pair_resolution_ratio{{{_PAIR}}}",
-                 _PAIR_LEGEND + " ({{kind}})"),),
-          "q = N / N*: fixed (iid), cluster (design effect) and anytime (N*_AV). A gap is "
-          "resolved at fixed N when q ≥ 1.", width=12, height=9, thresholds=(1.0,)),
-    Panel("Pair delta (mean a − mean b)", "timeseries",
-          (Query(f"llm_monitor_pair_delta{{{_PAIR}}}", _PAIR_LEGEND),),
-          "δ̂ of each adjacent pair on its shared items.", width=12, unit="percentunit"),
-    Panel("Paired items", "timeseries",
-          (Query(f"llm_monitor_pair_items{{{_PAIR}}}", _PAIR_LEGEND),),
-          "Items both models of the pair have scored.", width=12),
-    Panel("Pair verdicts", "state-timeline",
-          (Query(f"llm_monitor_pair_resolved{{{_PAIR}}}", _PAIR_LEGEND),),
-          "Resolved (1) or not (0), per adjacent pair.", width=12, mappings=_RESOLVED_MAP),
-    Panel("State changes", "timeseries",
-          (Query(f"sum by (benchmark, kind) (increase(llm_monitor_state_changes_total"
-                 f"{{{_BENCH}}}[$__rate_interval]))", "{{benchmark}} {{kind}}"),),
-          "Verdict changes (kind=resolution) and ranking changes (kind=ranking).", width=12),
-    Panel("Events by outcome", "timeseries",
-          (Query("sum by (outcome) (rate(llm_monitor_events_total[$__rate_interval]))",
-                 "{{outcome}}"),),
-          "Events per second: accepted, duplicate, conflict, invalid.", width=8, unit="reqps"),
-    Panel("Dead-letter fraction", "timeseries",
-          (Query('sum(rate(llm_monitor_events_total{outcome=~"invalid|conflict"}'
-                 '[$__rate_interval])) / sum(rate(llm_monitor_events_total[$__rate_interval]))',
-                 "dead-lettered"),),
-          "Share of events rejected as invalid or conflicting; the alert fires above 5 %.",
-          width=8, unit="percentunit", thresholds=(0.05,)),
-    Panel("Processing lag p99", "timeseries",
-          (Query("histogram_quantile(0.99, sum by (le) (rate("
-                 "llm_monitor_processing_lag_seconds_bucket[$__rate_interval])))", "p99"),),
-          "99th percentile of request arrival → durable and in the metrics; target < 1 s.",
-          width=8, unit="s", thresholds=(1.0,)),
-    Panel("Flip rate per model (10 % alarm)", "timeseries",
-          (Query(f"llm_monitor_model_flip_rate{{{_BENCH}}}",
-                 "{{benchmark}}: {{model}} ({{kind}})"),),
-          "Share of a model's items answered right in the original form and wrong once "
-          "perturbed, per perturbation kind and pooled (kind=all). Above 10 % the model "
-          "likely answers remembered wording; GET /v1/benchmarks/<benchmark>/stability has "
-          "the Wilson CI.", width=12, unit="percentunit", thresholds=(0.1,)),
-    Panel("Items excluded from resolution", "timeseries",
-          (Query(f"llm_monitor_excluded_items{{{_BENCH}}}", "{{benchmark}}"),),
-          "Items flagged leak-suspect and left out of every verdict (llm-monitor run "
-          "--include-leak-suspect counts them). GET /v1/benchmarks/<benchmark>/contamination "
-          "lists them.", width=12),
-)
+def _thresholds(values: Sequence[float]) -> db.ThresholdsConfig:
+    steps: list[dm.Threshold] = [dm.Threshold(value=None, color="green")]
+    steps += [dm.Threshold(value=v, color="red") for v in values]
+    return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
-def _variables() -> list[dict[str, Any]]:
-    bench_query = "label_values(llm_monitor_ranking_resolved, benchmark)"
-    pair_query = ('query_result(label_join(max by (model_a, model_b) '
-                  '(llm_monitor_pair_items{benchmark=~"$benchmark"}), "pair", "|", '
-                  '"model_a", "model_b"))')
+def _resolved_map() -> list[dm.ValueMapping]:
+    return [dm.ValueMap(options={
+        "0": dm.ValueMappingResult(text="unresolved", color="orange", index=0),
+        "1": dm.ValueMappingResult(text="resolved", color="green", index=1)})]
+
+
+_Panel = TypeVar("_Panel", stat.Panel, timeseries.Panel, statetimeline.Panel)
+
+
+def _common(panel: _Panel, title: str, description: str,
+            targets: Sequence[prometheus.Dataquery], *, width: int, height: int, unit: str,
+            thresholds: Sequence[float]) -> _Panel:
+    panel = (panel.title(title).description(description).datasource(_DS_REF).span(width)
+             .height(height).unit(unit).thresholds(_thresholds(thresholds)))
+    for i, target in enumerate(targets):
+        panel = panel.with_target(target.ref_id(chr(ord("A") + i)))
+    return panel
+
+
+def _stat(title: str, description: str, target: prometheus.Dataquery, *, unit: str = "short",
+          mapped: bool = False) -> stat.Panel:
+    panel = _common(stat.Panel(), title, description, [target], width=8, height=5, unit=unit,
+                    thresholds=())
+    panel = (panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+             .text_mode(cm.BigValueTextMode.AUTO))
+    return panel.mappings(_resolved_map()) if mapped else panel
+
+
+def _timeseries(title: str, description: str, targets: Sequence[prometheus.Dataquery], *,
+                width: int, height: int = 8, unit: str = "short", log_scale: bool = False,
+                thresholds: Sequence[float] = ()) -> timeseries.Panel:
+    panel = _common(timeseries.Panel(), title, description, targets, width=width,
+                    height=height, unit=unit, thresholds=thresholds)
+    panel = (panel.draw_style(cm.GraphDrawStyle.LINE).line_width(1)
+             .show_points(cm.VisibilityMode.NEVER)
+             .legend(cb.VizLegendOptions().show_legend(True)
+                     .display_mode(cm.LegendDisplayMode.TABLE)
+                     .placement(cm.LegendPlacement.RIGHT)))
+    if log_scale:
+        panel = panel.scale_distribution(
+            cb.ScaleDistributionConfig().type(cm.ScaleDistribution.LOG).log(10))
+    if thresholds:
+        panel = panel.thresholds_style(
+            cb.GraphThresholdsStyleConfig().mode(cm.GraphTresholdsStyleMode.LINE))
+    return panel
+
+
+def _state_timeline(title: str, description: str, target: prometheus.Dataquery, *,
+                    width: int) -> statetimeline.Panel:
+    panel = _common(statetimeline.Panel(), title, description, [target], width=width,
+                    height=8, unit="short", thresholds=())
+    return (panel.mappings(_resolved_map())
+            .legend(cb.VizLegendOptions().show_legend(True)))
+
+
+def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel]:
+    """Panel builders in reading order; the dashboard lays them out left to right."""
     return [
-        {"name": "benchmark", "label": "benchmark", "type": "query", "datasource": _DS,
-         "definition": bench_query, "query": bench_query, "refresh": 2, "sort": 1,
-         "multi": True, "includeAll": True, "allValue": ".+",
-         "current": {"text": "All", "value": "$__all"}},
-        {"name": "pair", "label": "pair", "type": "query", "datasource": _DS,
-         "definition": pair_query, "query": pair_query, "regex": '/pair="([^"]+)"/',
-         "refresh": 2, "sort": 1, "multi": False, "includeAll": True, "allValue": ".+",
-         "current": {"text": "All", "value": "$__all"}},
-        {"name": "alpha", "label": "α (llm-monitor run --alpha)", "type": "custom",
-         "query": "0.05,0.01,0.1", "current": {"text": "0.05", "value": "0.05"},
-         "options": [{"text": v, "value": v, "selected": v == "0.05"}
-                     for v in ("0.05", "0.01", "0.1")]},
+        _stat("Ranking resolved",
+              "1 when every adjacent pair of the benchmark's ranking is resolved after the "
+              "family correction.",
+              _target(f"llm_monitor_ranking_resolved{{{_BENCH}}}", "{{benchmark}}",
+                      instant=True), mapped=True),
+        _stat("Unresolved adjacent pairs",
+              "Adjacent pairs of the ranking that are not resolved yet.",
+              _target(f"llm_monitor_ranking_unresolved_pairs{{{_BENCH}}}", "{{benchmark}}",
+                      instant=True)),
+        _stat("Accepted results per second",
+              "Results accepted (new, valid, not duplicate) per second.",
+              _target('sum(rate(llm_monitor_events_total{outcome="accepted"}'
+                      '[$__rate_interval]))', "accepted", instant=True), unit="reqps"),
+        _timeseries("E-value per pair (log scale) and the 1/α threshold",
+                    "E_n of each adjacent pair's e-process. The pair is resolved (anytime) "
+                    "once E_n reaches 1/α, or m/α under e-Bonferroni for a family of m pairs.",
+                    [_target(f"llm_monitor_pair_e_value{{{_PAIR}}}", _PAIR_LEGEND),
+                     _target("1 / $alpha", "1/α")], width=12, height=9, log_scale=True),
+        _timeseries("Resolution ratio by kind",
+                    "q = N / N*: fixed (iid), cluster (design effect) and anytime (N*_AV). "
+                    "A gap is resolved at fixed N when q ≥ 1.",
+                    [_target(f"llm_monitor_pair_resolution_ratio{{{_PAIR}}}",
+                             _PAIR_LEGEND + " ({{kind}})")],
+                    width=12, height=9, thresholds=(1.0,)),
+        _timeseries("Pair delta (mean a − mean b)",
+                    "δ̂ of each adjacent pair on its shared items.",
+                    [_target(f"llm_monitor_pair_delta{{{_PAIR}}}", _PAIR_LEGEND)],
+                    width=12, unit="percentunit"),
+        _timeseries("Paired items", "Items both models of the pair have scored.",
+                    [_target(f"llm_monitor_pair_items{{{_PAIR}}}", _PAIR_LEGEND)], width=12),
+        _state_timeline("Pair verdicts", "Resolved (1) or not (0), per adjacent pair.",
+                        _target(f"llm_monitor_pair_resolved{{{_PAIR}}}", _PAIR_LEGEND),
+                        width=12),
+        _timeseries("State changes",
+                    "Verdict changes (kind=resolution) and ranking changes (kind=ranking).",
+                    [_target(f"sum by (benchmark, kind) (increase("
+                             f"llm_monitor_state_changes_total{{{_BENCH}}}[$__rate_interval]))",
+                             "{{benchmark}} {{kind}}")], width=12),
+        _timeseries("Events by outcome",
+                    "Events per second: accepted, duplicate, conflict, invalid.",
+                    [_target("sum by (outcome) (rate(llm_monitor_events_total"
+                             "[$__rate_interval]))", "{{outcome}}")],
+                    width=8, unit="reqps"),
+        _timeseries("Dead-letter fraction",
+                    "Share of events rejected as invalid or conflicting; the alert fires "
+                    "above 5 %.",
+                    [_target('sum(rate(llm_monitor_events_total{outcome=~"invalid|conflict"}'
+                             '[$__rate_interval])) / sum(rate(llm_monitor_events_total'
+                             '[$__rate_interval]))', "dead-lettered")],
+                    width=8, unit="percentunit", thresholds=(0.05,)),
+        _timeseries("Processing lag p99",
+                    "99th percentile of request arrival → durable and in the metrics; "
+                    "target < 1 s.",
+                    [_target("histogram_quantile(0.99, sum by (le) (rate("
+                             "llm_monitor_processing_lag_seconds_bucket[$__rate_interval])))",
+                             "p99")], width=8, unit="s", thresholds=(1.0,)),
+        _timeseries("Flip rate per model (10 % alarm)",
+                    "Share of a model's items answered right in the original form and wrong "
+                    "once perturbed, per perturbation kind and pooled (kind=all). Above 10 % "
+                    "the model likely answers remembered wording; "
+                    "GET /v1/benchmarks/<benchmark>/stability has the Wilson CI.",
+                    [_target(f"llm_monitor_model_flip_rate{{{_BENCH}}}",
+                             "{{benchmark}}: {{model}} ({{kind}})")],
+                    width=12, unit="percentunit", thresholds=(0.1,)),
+        _timeseries("Items excluded from resolution",
+                    "Items flagged leak-suspect and left out of every verdict (llm-monitor "
+                    "run --include-leak-suspect counts them). "
+                    "GET /v1/benchmarks/<benchmark>/contamination lists them.",
+                    [_target(f"llm_monitor_excluded_items{{{_BENCH}}}", "{{benchmark}}")],
+                    width=12),
     ]
 
 
-def _panel_json(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [{"color": "green", "value": None}]
-    steps += [{"color": "red", "value": t} for t in panel.thresholds]
-    defaults: dict[str, Any] = {"unit": panel.unit,
-                                "thresholds": {"mode": "absolute", "steps": steps}}
-    if panel.kind == "timeseries":
-        custom: dict[str, Any] = {"drawStyle": "line", "lineWidth": 1, "showPoints": "never"}
-        if panel.log_scale:
-            custom["scaleDistribution"] = {"type": "log", "log": 10}
-        if panel.thresholds:
-            custom["thresholdsStyle"] = {"mode": "line"}
-        defaults["custom"] = custom
-    if panel.mappings:
-        defaults["mappings"] = [{"type": "value", "options": {
-            str(v): {"text": text, "color": color, "index": i}
-            for i, (v, text, color) in enumerate(panel.mappings)}}]
-    targets = [{"refId": chr(ord("A") + i), "datasource": _DS, "expr": q.expr,
-                "legendFormat": q.legend, "instant": q.instant, "range": not q.instant}
-               for i, q in enumerate(panel.queries)]
-    return {"id": pid, "type": panel.kind, "title": panel.title,
-            "description": panel.description, "datasource": _DS,
-            "gridPos": {"x": x, "y": y, "w": panel.width, "h": panel.height},
-            "fieldConfig": {"defaults": defaults, "overrides": []},
-            "options": {"legend": {"displayMode": "table", "placement": "right"}}
-            if panel.kind == "timeseries" else {},
-            "targets": targets}
+_BENCH_QUERY = "label_values(llm_monitor_ranking_resolved, benchmark)"
+_PAIR_QUERY = ('query_result(label_join(max by (model_a, model_b) '
+               '(llm_monitor_pair_items{benchmark=~"$benchmark"}), "pair", "|", '
+               '"model_a", "model_b"))')
+
+
+def _variables() -> list[cogbuilder.Builder[dm.VariableModel]]:
+    all_ = dm.VariableOption(text="All", value="$__all")
+
+    def query_variable(name: str, query: str) -> db.QueryVariable:
+        return (db.QueryVariable(name).label(name).datasource(_DS_REF).query(query)
+                .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+                .sort(dm.VariableSort.ALPHABETICAL_ASC)
+                .include_all(True).all_value(".+").current(all_))
+
+    alphas = ("0.05", "0.01", "0.1")
+    return [
+        query_variable("benchmark", _BENCH_QUERY).multi(True),
+        # query_result() renders each series as {label="value",...}; the regex keeps the pair.
+        query_variable("pair", _PAIR_QUERY).multi(False).regex('/pair="([^"]+)"/'),
+        db.CustomVariable("alpha").label("α (llm-monitor run --alpha)").values(",".join(alphas))
+        .current(dm.VariableOption(text="0.05", value="0.05"))
+        .options([dm.VariableOption(text=v, value=v, selected=v == "0.05") for v in alphas]),
+    ]
+
+
+def _dashboard_model() -> dm.Dashboard:
+    builder = (db.Dashboard("llm-monitor").uid(DASHBOARD_UID).tags(["llm-monitor"])
+               .description("Live resolution of leaderboard gaps (docs/operations.md).")
+               .version(1).editable().refresh("10s").time("now-1h", "now").timezone("utc")
+               .variables(_variables()))
+    # The SDK lays panels out left to right, wrapping at 24 columns; it does not number them.
+    for pid, panel in enumerate(_panels(), start=1):
+        builder = builder.with_panel(panel.id(pid))
+    return builder.build()
 
 
 def dashboard() -> dict[str, Any]:
-    """The dashboard JSON (Grafana schema 39), panels laid out left to right, top to bottom."""
-    panels, x, y, row_h = [], 0, 0, 0
-    for pid, panel in enumerate(PANELS, start=1):
-        if x + panel.width > 24:
-            x, y, row_h = 0, y + row_h, 0
-        panels.append(_panel_json(panel, pid, x, y))
-        x, row_h = x + panel.width, max(row_h, panel.height)
-    return {
-        "uid": DASHBOARD_UID, "title": "llm-monitor", "tags": ["llm-monitor"],
-        "description": "Live resolution of leaderboard gaps (docs/operations.md).",
-        "schemaVersion": 39, "version": 1, "editable": True, "refresh": "10s",
-        "time": {"from": "now-1h", "to": "now"}, "timezone": "utc",
-        "templating": {"list": _variables()}, "annotations": {"list": []},
-        "panels": panels,
-    }
+    """The dashboard JSON for Grafana provisioning, as a plain dict."""
+
+    data: dict[str, Any] = json.loads(json.dumps(_dashboard_model(), cls=JSONEncoder))
+    return data
 
 
 def dashboard_queries() -> list[tuple[str, Query]]:
     """(panel title, query) of every panel query, for tests and checks."""
-    return [(p.title, q) for p in PANELS for q in p.queries]
+    return [(panel["title"], Query(t["expr"], t.get("legendFormat", ""),
+                                   bool(t.get("instant", False))))
+            for panel in dashboard()["panels"] for t in panel["targets"]]
 
 
 def variable_queries() -> list[str]:
     """The PromQL inside the templating variables' Grafana functions."""
     out = []
-    for var in _variables():
+    for var in dashboard()["templating"]["list"]:
         if var["type"] != "query":
             continue
         m = re.fullmatch(r"(label_values|query_result)\((.*)\)", var["query"], re.S)
