@@ -256,8 +256,15 @@ class KafkaWorker:
             if out.counts[outcome]:
                 self.metrics.events_total.labels(outcome=outcome).inc(out.counts[outcome])
 
-    def checkpoint(self, partitions: Iterable[int] | None = None) -> None:
-        """Outputs flushed → state records acknowledged → consumer offsets committed."""
+    def checkpoint(self, partitions: Iterable[int] | None = None, *,
+                   in_rebalance: bool = False) -> None:
+        """Outputs flushed → state records acknowledged → consumer offsets committed.
+
+        ``in_rebalance``: called from the rebalance listener, which kafka-python runs on its
+        network thread — a blocking ``commit`` there raises and kills the worker, so the
+        commit is only queued (``commit_async``). Nothing depends on it landing: the next
+        owner resumes from the offsets stored with the state, not from the committed ones.
+        """
         assert self.producer is not None and self.consumer is not None
         self._last_checkpoint = time.monotonic()
         with self.lock:
@@ -274,8 +281,12 @@ class KafkaWorker:
         for fut in futures:
             fut.get(timeout=30)  # raises: never commit offsets whose state is not stored
         if positions:
-            self.consumer.commit({TopicPartition(RESULTS_TOPIC, p): OffsetAndMetadata(o, "", -1)
-                                  for p, o in positions.items()})
+            offsets = {TopicPartition(RESULTS_TOPIC, p): OffsetAndMetadata(o, "", -1)
+                       for p, o in positions.items()}
+            if in_rebalance:
+                self.consumer.commit_async(offsets)
+            else:
+                self.consumer.commit(offsets)
 
     def assigned(self, partitions: list[TopicPartition]) -> None:
         assert self.consumer is not None
@@ -298,7 +309,7 @@ class KafkaWorker:
         parts = [tp.partition for tp in partitions if tp.topic == RESULTS_TOPIC]
         if not parts:
             return
-        self.checkpoint(parts)
+        self.checkpoint(parts, in_rebalance=True)
         with self.lock:
             self.core.drop(parts)
 

@@ -154,8 +154,14 @@ def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=timeout)
 
 
-def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[Any]:
-    """Every record of ``topic`` (all partitions, each in offset order) up to its current end."""
+def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0,
+               ends: dict[int, int] | None = None) -> list[Any]:
+    """Every record of ``topic`` (all partitions, each in offset order) up to its current end.
+
+    ``ends``: the end offset of each partition when the caller knows it (from the producer's
+    acknowledgements); Tansu's ListOffsets can report an end short of the acknowledged records
+    after many multi-record batches, while a fetch still returns them all.
+    """
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -166,6 +172,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[Any
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
+        if ends is not None:
+            end = {tp: ends.get(tp.partition, 0) for tp in tps}
         out: list[Any] = []
         deadline = time.monotonic() + timeout
         while any(consumer.position(tp) < end[tp] for tp in tps):
@@ -239,3 +247,33 @@ def scrape(port: int) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
     return out
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The offsets ``group`` has committed on ``topic`` (-1: none), read without joining it."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)
+    try:
+        parts = sorted(consumer.partitions_for_topic(topic) or set())
+        out: dict[int, int] = {}
+        for p in parts:
+            c = consumer.committed(TopicPartition(topic, p))
+            out[p] = -1 if c is None else int(c)
+        return out
+    finally:
+        consumer.close(autocommit=False)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of every partition of ``topic`` as the broker's ListOffsets reports it
+    (on Tansu it can fall short of the acknowledged records: see :func:`read_topic`)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close(autocommit=False)
