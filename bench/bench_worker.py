@@ -7,7 +7,10 @@ Peer: "plain kafka-python decode loop" — a KafkaConsumer over the same topic t
 ``json.loads`` each value (no validation, no state, no commits): the ceiling set by the
 client library. Both are timed from the first record received to the last one processed.
 
-Run: ``.venv/bin/python -m bench.bench_worker [--results 200000]``
+Ours, second engine: ``llm-monitor worker --engine faust`` (a checkpoint per ``take_events``
+batch), as a process on the same pre-filled topic, timed by scraping its /metrics.
+
+Run: ``.venv/bin/python -m bench.bench_worker [--results 200000] [--engine kafka|faust|both]``
 """
 
 from __future__ import annotations
@@ -80,6 +83,39 @@ def _ours(bootstrap: str, n: int) -> tuple[float, dict[str, int]]:
     return n / (end - first[0]), counters
 
 
+def _ours_faust(broker: Any, n: int, log: Path) -> tuple[float, dict[str, float]]:
+    """``llm-monitor worker --engine faust`` as a process (Faust owns its event loop and
+    signal handlers), timed by scraping /metrics every 20 ms from the first accepted result
+    to the last one (the results before the first scrape are left out of the rate)."""
+    from tests.integration.kafka_harness import Worker, scrape
+
+    def counts() -> dict[str, float]:
+        got = scrape(worker.metrics_port)
+        return {o: got.get(f'llm_monitor_events_total{{outcome="{o}"}}', 0.0)
+                for o in ("accepted", "duplicate", "conflict", "invalid")}
+
+    worker = Worker(broker, log, "--engine", "faust", "--group", "bench-faust")
+    worker.start(timeout=60)
+    try:
+        deadline = time.monotonic() + 600
+        a0, t0 = 0.0, 0.0
+        while True:
+            got = counts()
+            if not t0 and got["accepted"] >= n:
+                raise RuntimeError("the Faust worker restored a finished state: not a fresh topic")
+            if not t0 and got["accepted"] > 0:
+                a0, t0 = got["accepted"], time.perf_counter()
+            if got["accepted"] >= n:
+                end = time.perf_counter()
+                break
+            if time.monotonic() > deadline or worker.proc is None or worker.proc.poll() is not None:
+                raise RuntimeError(f"the Faust worker did not finish; log:\n{worker.text()[-2000:]}")
+            time.sleep(0.02)
+        return (n - a0) / (end - t0), got
+    finally:
+        worker.stop(timeout=60)
+
+
 def _peer(bootstrap: str, n: int) -> float:
     from kafka import KafkaConsumer
 
@@ -108,6 +144,8 @@ def _peer(bootstrap: str, n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=200_000)
+    parser.add_argument("--engine", choices=("kafka", "faust", "both"), default="both",
+                        help="which worker engine(s) to measure (default: both)")
     args = parser.parse_args()
     import pytest  # the broker harness fails loudly through pytest.fail
 
@@ -116,23 +154,36 @@ def main() -> None:
 
     payloads = _payloads(args.results, _data_dir())
     n = len(payloads)
+    engines = ("kafka", "faust") if args.engine == "both" else (args.engine,)
+    ours: dict[str, tuple[float, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        broker = Broker(Path(tmp) / "tansu.log")
-        try:
-            broker.start()
-        except pytest.fail.Exception as exc:
-            raise SystemExit(str(exc)) from None
-        try:
-            produce_rate = _fill(broker.bootstrap, payloads)
-            ours, counters = _ours(broker.bootstrap, n)
-            peer = _peer(broker.bootstrap, n)
-        finally:
-            broker.stop()
+        # a fresh broker per engine: both use the same state topic, and a worker restores
+        # whatever state it finds there
+        for i, engine in enumerate(engines):
+            broker = Broker(Path(tmp) / f"tansu-{engine}.log")
+            try:
+                broker.start()
+            except pytest.fail.Exception as exc:
+                raise SystemExit(str(exc)) from None
+            try:
+                produce_rate = _fill(broker.bootstrap, payloads)
+                if engine == "kafka":
+                    ours[engine] = _ours(broker.bootstrap, n)
+                else:
+                    ours[engine] = _ours_faust(broker, n, Path(tmp) / "faust-worker.log")
+                if i == len(engines) - 1:
+                    peer = _peer(broker.bootstrap, n)
+            finally:
+                broker.stop()
     print(f"results: {n} (MMLU-Pro, 20 models, shuffled), 3 partitions, local Tansu broker")
     print(f"fill (kafka-python producer):       {produce_rate:10,.0f} results/s")
-    print(f"ours (llm-monitor worker):          {ours:10,.0f} results/s  counters={counters}")
+    for engine, (rate, counters) in ours.items():
+        label = f"ours (llm-monitor worker, {engine}):"
+        print(f"{label:<36}{rate:10,.0f} results/s  counters="
+              f"{ {k: int(v) for k, v in counters.items()} }")
     print(f"peer (plain kafka-python decode):   {peer:10,.0f} results/s")
-    print(f"ratio ours/peer: {ours / peer:.2f}  (target: ours >= 10,000 results/s)")
+    for engine, (rate, _) in ours.items():
+        print(f"ratio ours/peer ({engine}): {rate / peer:.2f}  (target: ours >= 10,000 results/s)")
 
 
 
