@@ -138,10 +138,6 @@ def _human(rep: dict[str, Any]) -> Any:
                 tail = _pair_cells(pairs[k], kind, narrow=narrow) if k < len(pairs) else []
                 table.add_row(*head, *tail)
             table.caption = "pair figures compare each model with the next one down"
-        if kind is not None:
-            table.caption = ((table.caption + "; ") if table.caption else "") + (
-                f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
-                "fixed-N only: q ≥ 1 alone")
         else:
             table.add_column("A", overflow="fold", ratio=1)
             table.add_column("B", overflow="fold", ratio=1)
@@ -150,6 +146,10 @@ def _human(rep: dict[str, Any]) -> Any:
                 table.add_row(f"{pair['rank_a']}. {pair['model_a']}",
                               f"{pair['rank_b']}. {pair['model_b']}",
                               *_pair_cells(pair, kind, narrow=narrow))
+        if kind is not None:
+            table.caption = ((table.caption + "; ") if table.caption else "") + (
+                f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
+                "fixed-N only: q ≥ 1 alone")
         console.print(table)
         v = rep["verdicts"]
         parts = [f"{v['resolved']} resolved (q ≥ 1)"]

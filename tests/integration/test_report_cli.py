@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,26 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path) -> 
     assert "correction: holm" in out and "as CLUSTERS" in out
     assert "RESOLVED" in out and "verdicts (31 pairs):" in out
     assert max(len(line) for line in out.splitlines()) <= 120
+
+
+@pytest.mark.parametrize("groups", [(), ("--cluster-col", "category"),
+                                    ("--strata-col", "category")])
+@pytest.mark.parametrize("family", ["adjacent", "all"])
+def test_human_table_has_one_layout_per_family(
+    shared_data: Path, groups: tuple[str, ...], family: str
+) -> None:
+    # Every combination of family and grouping renders one table: a row per model for the
+    # adjacent family, a row per pair (A and B columns) for all pairs — never both.
+    res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude",
+               "src" if groups else "src,category", "--top", "5", "--family", family, *groups)
+    assert res.returncode == 0, res.stderr
+    header = next(line for line in res.stdout.splitlines() if " mean " in line or " A " in line)
+    cols = header.split()
+    assert ("A" in cols and "B" in cols) == (family == "all"), header
+    assert ("model" in cols) == (family == "adjacent"), header
+    assert cols.count("q") == 1, header
+    rows = [line for line in res.stdout.splitlines() if re.match(r"\s*\d+\.?\s", line)]
+    assert len(rows) == (5 if family == "adjacent" else 10), res.stdout
 
 
 def test_long_and_gsm8k_tables_through_the_cli(
