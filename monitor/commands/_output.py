@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
@@ -45,3 +46,8 @@ def emit(data: dict[str, Any], *, as_json: bool, human: Callable[[Console], None
         print(json.dumps(jsonable(data), indent=2, allow_nan=False))
     else:
         human(console)
+
+
+def titled_table(title: str, console: Console, **kwargs: Any) -> Table:
+    """A rich Table wide enough for its title, so the title does not wrap over a narrow table."""
+    return Table(title=title, min_width=min(len(title) + 4, console.width), **kwargs)

@@ -15,9 +15,8 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from monitor.commands._output import emit, err_console
+from monitor.commands._output import emit, err_console, titled_table
 from monitor.errors import ConfigError
 from monitor.stats import calibration as cal
 from monitor.stats import power as pw
@@ -108,7 +107,7 @@ def _human(fig: dict[str, Any]) -> Callable[[Console], None]:
             title = f"calibration (simulated): p_A={fig['p_a']}, p_B={fig['p_b']}, ρ={fig['rho']}"
         else:
             title = f"calibration (resampled {fig['table']}): {fig['model_a']} vs {fig['model_b']}"
-        table = Table(title=title)
+        table = titled_table(title, console)
         table.add_column("quantity")
         table.add_column("value", justify="right")
         for key in ("n_star", "n", "reps", "rejections", "test"):

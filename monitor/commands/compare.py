@@ -8,9 +8,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from monitor.commands._output import emit
+from monitor.commands._output import emit, titled_table
 from monitor.io.tables import read_table
 from monitor.stats import paired_tests as pt
 from monitor.stats.bootstrap import bootstrap_mean_ci
@@ -105,7 +104,7 @@ def _fmt(v: Any) -> str:
 
 def _human(f: dict[str, Any]) -> Any:
     def render(console: Console) -> None:
-        t = Table(title=f"{f['a']} vs {f['b']}: {f['n']} shared items")
+        t = titled_table(f"{f['a']} vs {f['b']}: {f['n']} shared items", console)
         t.add_column("figure")
         t.add_column("value", justify="right")
         t.add_row("mean A / mean B", f"{f['mean_a']:.4f} / {f['mean_b']:.4f}")

@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from monitor.commands._output import emit
+from monitor.commands._output import emit, titled_table
 from monitor.stats import power as pw
 from monitor.stats import shortcut
 from monitor.stats.eprocess import n_star_anytime
@@ -60,7 +59,8 @@ def _shortcut_figures(
 
 def _human(fig: dict[str, Any]) -> Any:
     def render(console: Console) -> None:
-        table = Table(title=f"paired power: p_A={fig['p_a']}, p_B={fig['p_b']}, ρ={fig['rho']}")
+        table = titled_table(
+            f"paired power: p_A={fig['p_a']}, p_B={fig['p_b']}, ρ={fig['rho']}", console)
         table.add_column("quantity")
         table.add_column("value", justify="right")
         for key, value in fig.items():

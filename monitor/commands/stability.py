@@ -11,10 +11,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr, ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from monitor.audit import stability as st
-from monitor.commands._output import emit, jsonable
+from monitor.commands._output import emit, jsonable, titled_table
 from monitor.errors import ConfigError
 
 
@@ -65,8 +64,8 @@ def run_stability_cli(
 
 def _human(rep: st.StabilityReport) -> Any:
     def render(console: Console) -> None:
-        table = Table(title=f"stability of {rep.model}: {rep.n_items} items, "
-                            f"original accuracy {rep.accuracy_original:.3f}")
+        table = titled_table(f"stability of {rep.model}: {rep.n_items} items, "
+                             f"original accuracy {rep.accuracy_original:.3f}", console)
         for col in ("perturbation", "right on original", "flipped", "flip rate", "95% Wilson CI",
                     "accuracy perturbed"):
             table.add_column(col)
