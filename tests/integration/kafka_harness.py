@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,39 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate: float,
+                    done: threading.Event, errors: list[BaseException],
+                    ends: dict[int, int] | None = None, pace_every: int = 200) -> None:
+    """Send ``payloads`` (key, value) to the results topic at about ``rate`` results/s with the
+    default (key-hash) partitioner; run in a thread. ``ends`` gets each partition's end offset
+    from the acknowledgements; an exception is appended to ``errors``; ``done`` is set last."""
+    from kafka import KafkaProducer
+
+    from monitor.runners.kafka_core import RESULTS_TOPIC
+
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                 max_in_flight_requests_per_connection=1)
+        start = time.perf_counter()
+        futures = []
+        for i, (key, value) in enumerate(payloads):
+            futures.append(producer.send(RESULTS_TOPIC, key=key, value=value))
+            if i % pace_every == 0:
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+        producer.flush(timeout=30)
+        if ends is not None:
+            for fut in futures:  # flush() does not raise for a batch that failed
+                meta = fut.get(timeout=30)
+                ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+        producer.close()
+    except BaseException as exc:  # reported by the test thread
+        errors.append(exc)
+    finally:
+        done.set()
 
 
 def free_port() -> int:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kafka import KafkaProducer
 
 from monitor.core import CoreConfig
 from monitor.runners.kafka_core import RESULTS_TOPIC
@@ -19,6 +18,7 @@ from tests.integration.kafka_harness import (
     Broker,
     Worker,
     offline_monitors,
+    produce_at_rate,
     read_topic,
     scrape,
     snapshot_cells,
@@ -33,25 +33,6 @@ RATE = 3000.0  # results/s: ingest spans ~8 s, so the kills land while results a
 N_INVALID = 12
 ACCEPTED = 'llm_monitor_events_total{outcome="accepted"}'
 
-
-def _produce(bootstrap: str, payloads: list[tuple[bytes, bytes]], done: threading.Event,
-             errors: list[BaseException]) -> None:
-    try:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                 max_in_flight_requests_per_connection=1)
-        start = time.perf_counter()
-        for i, (key, value) in enumerate(payloads):
-            producer.send(RESULTS_TOPIC, key=key, value=value)
-            if i % 300 == 0:
-                delay = start + i / RATE - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        producer.flush(timeout=30)
-        producer.close()
-    except BaseException as exc:  # reported by the test thread
-        errors.append(exc)
-    finally:
-        done.set()
 
 
 def _accepted(worker: Worker) -> float:
@@ -89,8 +70,9 @@ def crash_run(tmp_path: Path, shared_data: Path, *, engine: str, kills: int, see
         worker.start(timeout=40)
         done = threading.Event()
         errors: list[BaseException] = []
-        thread = threading.Thread(target=_produce, args=(broker.bootstrap, payloads, done, errors),
-                                  daemon=True)
+        thread = threading.Thread(target=produce_at_rate, args=(broker.bootstrap, payloads),
+                                  kwargs={"rate": RATE, "done": done, "errors": errors,
+                                          "pace_every": 300}, daemon=True)
         thread.start()
         killed_at: list[float] = []
         for target in kill_at:

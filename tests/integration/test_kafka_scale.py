@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kafka import KafkaProducer
 from kafka.partitioner.default import murmur2
 
 from monitor.core import CoreConfig
@@ -28,6 +27,7 @@ from tests.integration.kafka_harness import (
     Worker,
     committed_offsets,
     offline_monitors,
+    produce_at_rate,
     read_topic,
     scrape,
     snapshot_cells,
@@ -57,31 +57,6 @@ def _split(block: Block, name: str, parts: int, n_items: int) -> list[Block]:
             clusters=None if block.clusters is None else block.clusters[rows]))
     return out
 
-
-def _produce(bootstrap: str, payloads: list[tuple[bytes, bytes]], done: threading.Event,
-             errors: list[BaseException], ends: dict[int, int]) -> None:
-    """Send ``payloads`` at ``RATE`` results/s with the default (key-hash) partitioner;
-    ``ends`` gets each partition's end offset from the acknowledgements."""
-    try:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                 max_in_flight_requests_per_connection=1)
-        start = time.perf_counter()
-        futures = []
-        for i, (key, value) in enumerate(payloads):
-            futures.append(producer.send(RESULTS_TOPIC, key=key, value=value))
-            if i % 200 == 0:
-                delay = start + i / RATE - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        producer.flush(timeout=30)
-        for fut in futures:  # flush() does not raise for a batch that failed
-            meta = fut.get(timeout=30)
-            ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
-        producer.close()
-    except BaseException as exc:  # reported by the test thread
-        errors.append(exc)
-    finally:
-        done.set()
 
 
 def _partition(key: bytes) -> int:
@@ -132,9 +107,9 @@ def test_two_workers_rebalance_and_sigkill_equal_offline(tmp_path: Path,
         done = threading.Event()
         errors: list[BaseException] = []
         ends: dict[int, int] = {}
-        thread = threading.Thread(target=_produce,
-                                  args=(broker.bootstrap, payloads, done, errors, ends),
-                                  daemon=True)
+        thread = threading.Thread(target=produce_at_rate, args=(broker.bootstrap, payloads),
+                                  kwargs={"rate": RATE, "done": done, "errors": errors,
+                                          "ends": ends}, daemon=True)
         thread.start()
 
         # 1. a second worker joins mid-ingest: the group splits the partitions between them
