@@ -9,11 +9,22 @@ monitor publishes; ``DeadLetter`` carries every rejected input with a machine-re
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 
 #: Machine-readable dead-letter reasons (the ``reason`` field of :class:`DeadLetter`).
 DEAD_LETTER_REASONS = ("invalid-json", "invalid-utf8", "schema", "conflict", "too-large")
@@ -23,6 +34,70 @@ PAYLOAD_LIMIT = 1024
 
 _VARIANT_PATTERN = r"^(original|perturbed:[A-Za-z0-9_.\-]{1,64})$"
 _VERDICT_PATTERN = r"^(unresolved|resolved:.+)$"
+
+
+def wire_float(value: Any) -> float | str | None:
+    """The one rule for numbers on the wire: JSON has no infinity and no NaN.
+
+    A finite number is written as itself, +∞ and −∞ as the strings ``"inf"`` and ``"-inf"``,
+    and NaN (a figure that is undefined, e.g. a correlation with a constant column) as
+    ``null``. Every JSON the project writes — change events, HTTP responses, ``--json`` output
+    — follows it.
+
+    Examples
+    --------
+    >>> wire_float(0.5), wire_float(float("inf")), wire_float(float("nan"))
+    (0.5, 'inf', None)
+    """
+    f = float(value)
+    if math.isnan(f):
+        return None
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return f
+
+
+def _read_wire_float(value: Any) -> Any:
+    # The inverse of ``wire_float`` for validation: "inf"/"-inf" back to floats.
+    if value == "inf":
+        return math.inf
+    if value == "-inf":
+        return -math.inf
+    return value
+
+
+#: A figure on the wire: a number, "inf"/"-inf", or null (see :func:`wire_float`).
+WireFloat = Annotated[
+    float | None,
+    BeforeValidator(_read_wire_float),
+    PlainSerializer(lambda x: None if x is None else wire_float(x), when_used="json"),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf"]}, {"type": "null"}]}),
+]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays made plain and every float passed through
+    :func:`wire_float` (so ``json.dumps(..., allow_nan=False)`` always succeeds).
+
+    Examples
+    --------
+    >>> jsonable({"q": np.float64(2.0), "n_star": float("inf"), "rho": [float("nan")]})
+    {'q': 2.0, 'n_star': 'inf', 'rho': [None]}
+    """
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return wire_float(value)
+    return value
+
 
 NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200)]
 Label = Annotated[str, Field(min_length=1, max_length=100)]
@@ -77,14 +152,14 @@ class ResolutionChange(_Event):
     previous: str = Field(pattern=_VERDICT_PATTERN, description="the verdict before")
     verdict: str = Field(pattern=_VERDICT_PATTERN, description="'unresolved' or 'resolved:<model>'")
     n: int = Field(ge=0, description="paired items")
-    delta: float | None = Field(description="mean score of model_a minus model_b on paired items")
-    cs_low: float | None = Field(description="lower end of the confidence sequence for delta")
-    cs_high: float | None = Field(description="upper end of the confidence sequence for delta")
-    e_value: float | None = Field(description="E_n of the pair's e-process (may be very large)")
-    q: float | None = Field(description="fixed-N resolution ratio N / N* (family-corrected)")
-    q_cluster: float | None = Field(description="q with the cluster-robust design effect")
-    q_anytime: float | None = Field(description="N / N*_AV, the anytime-valid resolution ratio")
-    mde: float | None = Field(description="minimum detectable effect at n (family-corrected)")
+    delta: WireFloat = Field(description="mean score of model_a minus model_b on paired items")
+    cs_low: WireFloat = Field(description="lower end of the confidence sequence for delta")
+    cs_high: WireFloat = Field(description="upper end of the confidence sequence for delta")
+    e_value: WireFloat = Field(description="E_n of the pair's e-process (may be very large)")
+    q: WireFloat = Field(description="fixed-N resolution ratio N / N* (family-corrected)")
+    q_cluster: WireFloat = Field(description="q with the cluster-robust design effect")
+    q_anytime: WireFloat = Field(description="N / N*_AV, the anytime-valid resolution ratio")
+    mde: WireFloat = Field(description="minimum detectable effect at n (family-corrected)")
     ts: datetime = Field(strict=False)
     schema_version: Literal[1] = 1
 

@@ -13,7 +13,8 @@ from pydantic import SecretStr, ValidationError
 from rich.console import Console
 
 from monitor.audit import stability as st
-from monitor.commands._output import emit, jsonable, titled_table
+from monitor.commands._output import emit, titled_table
+from monitor.contracts import jsonable
 from monitor.errors import ConfigError
 
 

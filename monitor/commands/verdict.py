@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 
 from monitor.audit.verdict import decide
-from monitor.commands._output import emit, jsonable
+from monitor.commands._output import emit
+from monitor.contracts import jsonable
 from monitor.errors import ConfigError, InputError
 
 

@@ -26,13 +26,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from monitor.commands._output import jsonable
 from monitor.contracts import (
     DeadLetter,
     ItemResult,
     ResolutionChange,
     dead_letter,
     decode_events,
+    jsonable,
 )
 from monitor.errors import MonitorError
 from monitor.runners.store import SqliteStore, change_kind
