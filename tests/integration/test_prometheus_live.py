@@ -30,7 +30,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from monitor.sinks import grafana
+from grafana import build as grafana
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from grafana import build as grafana
 from monitor.core import Monitor
-from monitor.sinks import grafana
 from monitor.sinks.prometheus import Metrics, MonitorCollector
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_metric_names_extracts_selected_metrics_only() -> None:
 
 def test_exported_names_come_from_the_metrics_module() -> None:
     names = exported_names()
-    # The DESIGN §2 contract, in exposition form.
+    # The metrics contract (docs/contract.md#metrics), in exposition form.
     contract = {"llm_monitor_events_total", "llm_monitor_pair_items", "llm_monitor_pair_delta",
                 "llm_monitor_pair_e_value", "llm_monitor_pair_resolution_ratio",
                 "llm_monitor_pair_resolved", "llm_monitor_ranking_resolved",
@@ -140,7 +140,7 @@ def test_a_misspelt_metric_would_be_caught() -> None:
 def test_generated_files_are_current() -> None:
     for rel, text in grafana.render(REPO).items():
         assert (REPO / rel).read_text(encoding="utf-8") == text, (
-            f"{rel} is stale: run .venv/bin/python -m monitor.sinks.grafana")
+            f"{rel} is stale: run make grafana")
     assert grafana.main(["--root", str(REPO), "--check"]) == 0
 
 
