@@ -86,10 +86,6 @@ def _check_shared(table: ScoreTable, a: np.ndarray, b: np.ndarray) -> None:
                          "item, so their gap cannot be assessed", source=table.source)
 
 
-def _num(x: float) -> float:
-    return float(x)
-
-
 def _ceil(x: float) -> float | int:
     return math.ceil(x) if math.isfinite(x) else math.inf
 
@@ -127,7 +123,7 @@ def build_report(
     rank[order] = np.arange(1, order.size + 1)
 
     ranking = [
-        {"rank": int(rank[j]), "model": table.models[j], "mean": _num(means[j]),
+        {"rank": int(rank[j]), "model": table.models[j], "mean": float(means[j]),
          "n": int(counts[j])}
         for j in order
     ]
@@ -147,8 +143,8 @@ def build_report(
         "benchmark": table.benchmark,
         "n_items": len(table.item_ids),
         "n_models": len(table.models),
-        "binary": res.binary,
-        "test": "mcnemar-exact" if res.binary else "paired-t",
+        "binary": res.all_binary,
+        "test": "mcnemar-exact" if res.all_binary else "paired-t",
         "family": family,
         "correction": correction,
         "alpha": alpha,
@@ -173,30 +169,29 @@ def _pair_entry(table: ScoreTable, res: BoardResult, p_adj: np.ndarray, rank: np
         "rank_a": int(rank[ia]),
         "rank_b": int(rank[ib]),
         "n": int(res.n[k]),
-        "mean_a": _num(res.mean_a[k]),
-        "mean_b": _num(res.mean_b[k]),
-        "delta": _num(res.delta[k]),
-        "sigma_d2": _num(res.sigma_d2[k]),
-        "rho": _num(res.rho[k]),
+        "mean_a": float(res.mean_a[k]),
+        "mean_b": float(res.mean_b[k]),
+        "delta": float(res.delta[k]),
+        "sigma_d2": float(res.sigma_d2[k]),
+        "rho": float(res.rho[k]),
         "n_star": _ceil(n_star),
         "n_star_exact": n_star,
         "q": q,
-        "mde": _num(res.mde[k]),
+        "mde": float(res.mde[k]),
         "design_effect": None,
         "n_star_cluster": None,
         "q_cluster": None,
         "q_strata": None,
-        "p_value": _num(res.p_value[k]),
-        "p_adjusted": _num(p_adj[k]),
+        "p_value": float(res.p_value[k]),
+        "p_adjusted": float(p_adj[k]),
         "resolved": bool(q >= 1.0),
         "resolved_cluster": None,
         "resolved_strata": None,
         "significant": bool(p_adj[k] < alpha),
     }
-    if res.n11 is not None and res.n10 is not None and res.n01 is not None \
-            and res.n00 is not None:
-        entry.update(n11=int(res.n11[k]), n10=int(res.n10[k]), n01=int(res.n01[k]),
-                     n00=int(res.n00[k]))
+    if res.binary[k]:
+        entry.update(n11=round(float(res.n11[k])), n10=round(float(res.n10[k])),
+                     n01=round(float(res.n01[k])), n00=round(float(res.n00[k])))
     if res.design_effect is not None and res.q_grouped is not None:
         de = float(res.design_effect[k])
         qg = float(res.q_grouped[k])

@@ -7,18 +7,20 @@ equal-length arrays of scores in [0, 1] (0/1 or continuous).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
 from monitor.stats import power as pw
+from monitor.stats.figures import PairRecord, PairSums, pair_figures
 
 
 @dataclass(frozen=True)
 class PairedSummary:
-    """Sufficient figures of one pair on its N shared items.
+    """Sufficient figures of one pair on its N shared items (computed by the pair kernel,
+    :func:`monitor.stats.figures.pair_figures`).
 
     Attributes
     ----------
@@ -49,18 +51,31 @@ class PairedSummary:
     n10: int | None = None
     n01: int | None = None
     n00: int | None = None
+    sums: PairSums | None = field(default=None, repr=False, compare=False)
+
+    def _figures(self, alpha: float, power: float) -> PairRecord:
+        sums = self.sums
+        if sums is None:  # built by hand: S and V from the moments
+            s = self.n * self.delta
+            sums = PairSums(n=np.array([float(self.n)]), s=np.array([s]),
+                            v=np.array([self.n * (self.sigma_d2 + self.delta ** 2)]),
+                            sa=np.array([self.n * self.mean_a]),
+                            sb=np.array([self.n * self.mean_b]),
+                            saa=np.zeros(1), sbb=np.zeros(1), sab=np.zeros(1),
+                            binary=np.array([False]))
+        return pair_figures(sums, alpha=alpha, power=power, intervals=False).record(0)
 
     def n_star(self, *, alpha: float = 0.05, power: float = 0.8) -> float:
-        """Unrounded N* = z² σ̂_D² / δ̂² (``inf`` when δ̂ = 0)."""
-        return float(pw.n_star(self.delta, self.sigma_d2, alpha=alpha, power=power))
+        """Unrounded N* = z² σ̃² / δ̃² from the sizing estimates (``inf`` when δ̂ = 0)."""
+        return self._figures(alpha, power).n_star
 
     def q(self, *, alpha: float = 0.05, power: float = 0.8) -> float:
         """Resolution ratio q = N / N* (0 when N* is infinite)."""
-        return float(pw.resolution_ratio(self.n, self.n_star(alpha=alpha, power=power)))
+        return self._figures(alpha, power).q
 
     def mde(self, *, alpha: float = 0.05, power: float = 0.8) -> float:
-        """Minimum detectable effect z σ̂_D / √N at these N items."""
-        return float(pw.mde(self.sigma_d2, self.n, alpha=alpha, power=power))
+        """Minimum detectable effect z σ̃ / √N at these N items."""
+        return self._figures(alpha, power).mde
 
     def z(self) -> float:
         """Wald statistic δ̂ / √(σ̂_D² / N) of the paired z-test (±inf when σ̂_D² = 0 ≠ δ̂)."""
@@ -93,35 +108,10 @@ def paired_summary(x_a: ArrayLike, x_b: ArrayLike) -> PairedSummary:
     b = pw.check_unit_vector("x_b", x_b, what="scores")
     if a.shape != b.shape:
         raise ValueError(f"`x_a` and `x_b` must have equal length, got {a.size} and {b.size}")
-    n = a.size
-    if n == 0:
+    if a.size == 0:
         raise ValueError("`x_a` and `x_b` must share at least one item")
-    d = a - b
-    mean_a, mean_b = float(a.mean()), float(b.mean())
-    sigma2 = float(np.var(d))
-    va, vb = float(np.var(a)), float(np.var(b))
-    if va > 0 and vb > 0:
-        cov = float(np.mean((a - mean_a) * (b - mean_b)))
-        rho = min(1.0, max(-1.0, cov / math.sqrt(va * vb)))
-    else:
-        rho = math.nan
-    binary = bool(np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)))
-    cells: dict[str, int | None] = dict.fromkeys(("n11", "n10", "n01", "n00"))
-    if binary:
-        ia, ib = a.astype(bool), b.astype(bool)
-        cells = {
-            "n11": int(np.count_nonzero(ia & ib)),
-            "n10": int(np.count_nonzero(ia & ~ib)),
-            "n01": int(np.count_nonzero(~ia & ib)),
-            "n00": int(np.count_nonzero(~ia & ~ib)),
-        }
-    return PairedSummary(
-        n=n,
-        mean_a=mean_a,
-        mean_b=mean_b,
-        delta=mean_a - mean_b,
-        sigma_d2=sigma2,
-        rho=rho,
-        binary=binary,
-        **cells,
-    )
+    sums = PairSums.from_scores(a, b)
+    r = pair_figures(sums, intervals=False).record(0)
+    return PairedSummary(n=r.n, mean_a=r.mean_a, mean_b=r.mean_b, delta=r.delta,
+                         sigma_d2=r.sigma_d2, rho=r.rho, binary=r.binary, n11=r.n11,
+                         n10=r.n10, n01=r.n01, n00=r.n00, sums=sums)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.stats import eprocess as ep
-from monitor.stats import power as pw
+from monitor.stats.figures import GroupSums, PairRecord, PairSums, pair_figures
 
-__all__ = ["PairFigures", "PairState"]
+__all__ = ["PairState"]
 
 
 def _check_scores(name: str, x: ArrayLike) -> np.ndarray:
@@ -27,34 +26,6 @@ def _check_scores(name: str, x: ArrayLike) -> np.ndarray:
     if np.any(bad):
         raise ValueError(f"`{name}` must hold scores in [0, 1], got {arr[bad][0]}")
     return arr
-
-
-@dataclass(frozen=True)
-class PairFigures:
-    """Verdict figures of one pair, all derived from a ``PairState``.
-
-    ``q_cluster`` equals ``q`` when no clusters were recorded (``de`` = 1). ``e_value`` is
-    E_n (``inf`` if it overflows a float); ``resolved_anytime`` is E_n ≥ 1/α at the level
-    given (pass the family-adjusted α, e.g. α/m for e-Bonferroni).
-    """
-
-    n: int
-    delta: float
-    sigma_d2: float
-    rho: float
-    binary: bool
-    n_star: float
-    q: float
-    de: float
-    q_cluster: float
-    mde: float
-    log_e: float
-    e_value: float
-    cs_low: float
-    cs_high: float
-    n_star_anytime: float
-    q_anytime: float
-    resolved_anytime: bool
 
 
 @dataclass
@@ -204,7 +175,24 @@ class PairState:
             raise ValueError(f"`data` is not a PairState dict: {exc}") from exc
         return cls(clusters=clusters, **kwargs)
 
-    # -- derived figures -------------------------------------------------------------------
+    # -- derived figures (all from the pair kernel) -----------------------------------------
+
+    def sums(self) -> PairSums:
+        """This state as kernel input (its clusters as cluster sums)."""
+        groups = None
+        if self.clusters:
+            c = np.array([v[0] for v in self.clusters.values()], dtype=float)
+            t = np.array([v[1] for v in self.clusters.values()], dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t2_over_n = float(np.sum(np.where(c > 0, t * t / np.where(c > 0, c, 1.0), 0.0)))
+            groups = GroupSums(kind="cluster", n_groups=c.size, t2=np.array([t @ t]),
+                               tn=np.array([t @ c]), n2=np.array([c @ c]),
+                               t2_over_n=np.array([t2_over_n]))
+        return PairSums(n=np.array([float(self.n)]), s=np.array([self.s]),
+                        v=np.array([self.v]), sa=np.array([self.sa]), sb=np.array([self.sb]),
+                        saa=np.array([self.saa]), sbb=np.array([self.sbb]),
+                        sab=np.array([self.sab]), binary=np.array([self.binary]),
+                        groups=groups)
 
     @property
     def binary(self) -> bool:
@@ -218,94 +206,33 @@ class PairState:
 
     @property
     def sigma_d2(self) -> float:
-        """Plug-in (ddof = 0) variance of D: V/n − (S/n)²."""
-        if not self.n:
-            return math.nan
-        if self.binary:  # exact integer arithmetic for 0/1 data
-            disc = self.n10 + self.n01
-            diff = self.n10 - self.n01
-            return (disc * self.n - diff * diff) / (self.n * self.n)
-        return max(self.v / self.n - (self.s / self.n) ** 2, 0.0)
+        """Plug-in (ddof = 0) variance of D (NaN before any item)."""
+        return self.figures(intervals=False).sigma_d2
 
     @property
     def rho(self) -> float:
         """Pearson correlation of the two columns (phi for 0/1 data); NaN if one is constant."""
-        if not self.n:
-            return math.nan
-        n = self.n
-        ma, mb = self.sa / n, self.sb / n
-        va = self.saa / n - ma * ma
-        vb = self.sbb / n - mb * mb
-        cov = self.sab / n - ma * mb
-        if self.binary:
-            pa = (self.n11 + self.n10) / n
-            pb = (self.n11 + self.n01) / n
-            va, vb = pa * (1 - pa), pb * (1 - pb)
-            cov = self.n11 / n - pa * pb
-        if va <= 1e-15 or vb <= 1e-15:
-            return math.nan
-        return min(1.0, max(-1.0, cov / math.sqrt(va * vb)))
+        return self.figures(intervals=False).rho
 
     def design_effect(self) -> float:
-        """Cluster-robust DE = Var_cr(D̄)/Var_iid(D̄) from the per-cluster sums (1 without them).
-
-        Var_cr = Σ_c (S_c − n_c D̄)² / N², Var_iid = σ̂_D²/N — the same figure as
-        ``monitor.stats.clusters.design_effect`` on the raw differences.
-        """
-        if not self.clusters or not self.n:
-            return 1.0
-        dbar = self.s / self.n
-        var_iid = self.sigma_d2 / self.n
-        if var_iid <= 0:
-            return 1.0
-        var_cr = sum((sd - c * dbar) ** 2 for c, sd, _ in self.clusters.values()) / self.n**2
-        return var_cr / var_iid
+        """Cluster-robust DE = Var_cr(D̄)/Var_iid(D̄) from the per-cluster sums (1 without them)."""
+        de = self.figures(intervals=False).design_effect
+        return 1.0 if de is None else de
 
     def log_e(self) -> float:
         """log E_n: the exact McNemar e-process for 0/1 data, else the bounded mixture."""
-        if self.binary:
-            return float(ep.log_e_mcnemar(self.n10, self.n01))
-        return float(ep.log_e_bounded(self.n, self.s, self.v))
+        return self.figures(intervals=False).log_e
 
     def cs(self, *, alpha: float = 0.05) -> tuple[float, float]:
         """Time-uniform confidence sequence for δ at level α."""
-        lo, hi = ep.cs_bounded(self.n, self.s, self.v, alpha=alpha)
-        return float(lo), float(hi)
+        r = self.figures(alpha=alpha)
+        return cast(float, r.cs_low), cast(float, r.cs_high)
 
-    def figures(self, *, alpha: float = 0.05, power: float = 0.8) -> PairFigures:
+    def figures(self, *, alpha: float = 0.05, power: float = 0.8,
+                intervals: bool = True) -> PairRecord:
         """All verdict figures at level α (family-adjusted by the caller) and power 1 − β."""
-        delta, s2 = self.delta, self.sigma_d2
-        if not self.n:
-            delta, s2 = 0.0, 0.0
-        n_star = float(pw.n_star(delta, s2, alpha=alpha, power=power))
-        de = self.design_effect()
-        n_av = float(
-            ep.n_star_anytime(
-                delta, s2, alpha=alpha, power=power,
-                construction="mcnemar" if self.binary else "bounded",
-            )
-        )
-        log_e = self.log_e()
-        lo, hi = self.cs(alpha=alpha)
-        return PairFigures(
-            n=self.n,
-            delta=self.delta,
-            sigma_d2=self.sigma_d2,
-            rho=self.rho,
-            binary=self.binary,
-            n_star=n_star,
-            q=float(pw.resolution_ratio(self.n, n_star)),
-            de=de,
-            q_cluster=float(pw.resolution_ratio(self.n, n_star * de)),
-            mde=float(pw.mde(s2, self.n, alpha=alpha, power=power)),
-            log_e=log_e,
-            e_value=math.exp(log_e) if log_e < 709 else math.inf,
-            cs_low=lo,
-            cs_high=hi,
-            n_star_anytime=n_av,
-            q_anytime=float(pw.resolution_ratio(self.n, n_av)),
-            resolved_anytime=bool(log_e >= math.log(1.0 / alpha)),
-        )
+        return pair_figures(self.sums(), alpha=alpha, power=power,
+                            intervals=intervals).record(0)
 
 
 def _compact(x: float) -> float | int:

@@ -59,8 +59,13 @@ def test_adjacent_family_and_correction(correction: str) -> None:
     level = 0.05 / 5 if correction in ("bonferroni", "holm") else 0.05
     assert rep["alpha_per_pair"] == pytest.approx(level)
     for pair in pairs:
-        exact = float(pw.n_star(pair["delta"], pair["sigma_d2"], alpha=level))
-        assert pair["n_star_exact"] == pytest.approx(exact, rel=1e-12)
+        # Sizing estimates (Agresti & Min 2005 pseudo-items; docs/contract.md): from the
+        # reported plug-in δ̂ and σ̂², S = nδ̂ and V = n(σ̂² + δ̂²).
+        n, d, s2 = pair["n"], pair["delta"], pair["sigma_d2"]
+        d_size = n * d / (n + 2)
+        s2_size = (n * (s2 + d * d) + 1) / (n + 2) - d_size**2
+        exact = float(pw.n_star(d_size, s2_size, alpha=level))
+        assert pair["n_star_exact"] == pytest.approx(exact, rel=1e-10)
         assert pair["n_star"] == math.ceil(exact)
         assert pair["resolved"] == (pair["q"] >= 1)
         assert pair["q_cluster"] == pytest.approx(pair["q"] / pair["design_effect"], rel=1e-12)

@@ -36,8 +36,8 @@ def _check_against_reference(scores: np.ndarray, groups: np.ndarray | None,
         assert res.n_star[k] == pytest.approx(s.n_star(alpha=alpha), rel=1e-9)
         assert res.q[k] == pytest.approx(s.q(alpha=alpha), rel=1e-9)
         assert res.mde[k] == pytest.approx(s.mde(alpha=alpha), rel=1e-10)
-        if res.binary:
-            assert (res.n11[k], res.n10[k], res.n01[k], res.n00[k]) == (  # type: ignore[index]
+        if res.binary[k]:
+            assert (res.n11[k], res.n10[k], res.n01[k], res.n00[k]) == (
                 s.n11, s.n10, s.n01, s.n00)
             # statsmodels' exact McNemar (binomial on the discordant pairs) as the peer.
             table = [[s.n11, s.n10], [s.n01, s.n00]]

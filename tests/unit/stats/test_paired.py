@@ -58,9 +58,14 @@ def test_methods_match_power_module() -> None:
     a, b = _binary_pair(rng, 800)
     s = paired_summary(a, b)
     z = pw.z_total(alpha=0.01, power=0.9)
-    assert s.n_star(alpha=0.01, power=0.9) == pytest.approx(z * z * s.sigma_d2 / s.delta**2)
+    # N* and MDE use the sizing estimates (Agresti & Min 2005 pseudo-items, docs/contract.md).
+    d = a - b
+    d_size = d.sum() / 802
+    s2_size = ((d * d).sum() + 1) / 802 - d_size**2
+    assert s.n_star(alpha=0.01, power=0.9) == pytest.approx(z * z * s2_size / d_size**2,
+                                                           rel=1e-12)
     assert s.q(alpha=0.01, power=0.9) == pytest.approx(800 / s.n_star(alpha=0.01, power=0.9))
-    assert s.mde() == pytest.approx(pw.z_total() * math.sqrt(s.sigma_d2 / 800))
+    assert s.mde() == pytest.approx(pw.z_total() * math.sqrt(s2_size / 800), rel=1e-12)
     zstat = s.delta / math.sqrt(s.sigma_d2 / 800)
     assert s.p_value() == pytest.approx(2 * norm.sf(abs(zstat)))
 
@@ -71,8 +76,13 @@ def test_degenerate_pairs() -> None:
     assert math.isinf(same.n_star()) and same.q() == 0.0 and same.p_value() == 1.0
     const = paired_summary([1, 1, 1], [1, 0, 1])
     assert math.isnan(const.rho)  # a constant column has no correlation
+    # Every item favours A: the plug-in σ̂² is 0, but N* stays positive and q finite and
+    # growing with n (the sizing estimates never give N* = 0).
     all_better = paired_summary([1, 1], [0, 0])
-    assert all_better.p_value() == 0.0 and all_better.n_star() == 0.0
+    assert all_better.p_value() == 0.0 and all_better.sigma_d2 == 0.0
+    qs = [paired_summary([1] * n, [0] * n).q() for n in (1, 2, 5, 30, 1000)]
+    assert all(0.0 < q < math.inf for q in qs) and qs == sorted(qs)
+    assert qs[0] < 1.0 < qs[3]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,431 @@
+"""The pair-statistics kernel: mergeable pair sums in, every per-pair figure out, vectorised.
+
+Every number llm-monitor prints about a pair — δ̂, σ̂_D², ρ̂, N*, q, q_cluster (q_strata), MDE,
+the p-value, the e-value, the confidence sequence, N*_AV and q_AV — is computed here and
+nowhere else. The offline report (:func:`monitor.stats.board.board`), the live core
+(:mod:`monitor.core.evaluate`), the anytime replay and the running pair state
+(:class:`monitor.stats.running.PairState`) build :class:`PairSums` from their own storage and
+call :func:`pair_figures`; that is why live and offline agree exactly.
+
+Conventions (one for every edge case; see docs/contract.md, "Pair figures: conventions")
+-------------------------------------------------------------------------------------
+Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1, 1].
+
+* **Reported estimates** are the plug-in ones: δ̂ = S/n and σ̂_D² = V/n − δ̂² (ddof = 0).
+  Rounding cannot make them negative: V is first raised to S²/n (Cauchy–Schwarz) where
+  cancellation left it a hair below. With n = 0 both are NaN.
+* **Sizing estimates** (N*, q, q_cluster, MDE, N*_AV, q_AV) add the pseudo-items of Agresti &
+  Min (2005, "Simple improved confidence intervals for comparing matched proportions", Stat.
+  Med. 24:729): half an item at D = +1, half at D = −1 and one at D = 0, i.e.
+  δ̃ = S/(n + 2) and σ̃² = (V + 1)/(n + 2) − δ̃². σ̃² > 0 always, so N* = z² σ̃²/δ̃² is never 0:
+  q is finite, continuous in the data and grows with the evidence. Thirty items all
+  favouring A give q = 37 at α = 0.05 (they are decisive: exact McNemar p = 1.9e-9), a single
+  item gives q = 0.03, 1000:0 discordant pairs give more than 999:1. On benchmarks of
+  thousands of items the sizing estimates differ from the plug-in ones by O(1/n) (at most
+  6.5e-4 relative in q on the MMLU-Pro adjacent pairs; no verdict changes).
+* δ̃ = 0 (no gap): N* = N*_AV = ∞ and q = q_cluster = q_AV = 0. n = 0: additionally
+  MDE = ∞, E = 1, the confidence sequence is [−1, 1] and p = 1.
+* Design effect DE = Var_grouped(D̄)/Var_iid(D̄) from the plug-in σ̂_D²; DE = 1 where
+  σ̂_D² = 0 or without groups. q_grouped = n / (N* · DE).
+* The e-process of a pair is the exact McNemar mixture when the pair's scores are all 0/1
+  (``binary``), else the bounded gamma-exponential mixture; both are functions of (n, S, V).
+* Non-finite figures are written to JSON by :func:`monitor.contracts.wire_float`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.stats import power as pw
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+GroupKind = Literal["cluster", "strata"]
+
+__all__ = ["GroupSums", "PairFigures", "PairRecord", "PairSums", "pair_figures",
+           "plugin_estimates", "sizing_estimates"]
+
+
+def _arr(x: ArrayLike) -> FloatArray:
+    return np.atleast_1d(np.asarray(x, dtype=np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class GroupSums:
+    """Per-pair sums over item groups: T_g = Σ_{i∈g} D_i and n_g the paired items in group g.
+
+    ``t2`` = Σ_g T_g², ``tn`` = Σ_g T_g n_g, ``n2`` = Σ_g n_g² (clusters) and ``t2_over_n`` =
+    Σ_g T_g²/n_g (strata). Items without a group count as groups of their own.
+    """
+
+    kind: GroupKind
+    n_groups: int
+    t2: FloatArray
+    tn: FloatArray
+    n2: FloatArray
+    t2_over_n: FloatArray
+
+    def take(self, idx: Any) -> GroupSums:
+        return replace(self, t2=self.t2[idx], tn=self.tn[idx], n2=self.n2[idx],
+                       t2_over_n=self.t2_over_n[idx])
+
+
+@dataclass(frozen=True, eq=False)
+class PairSums:
+    """Mergeable sufficient statistics of many pairs (A, B), one array entry per pair.
+
+    ``n`` paired items; ``s`` = ΣD, ``v`` = ΣD²; ``sa``, ``sb`` = Σx_A, Σx_B; ``saa``, ``sbb``,
+    ``sab`` = Σx_A², Σx_B², Σx_A x_B (all over the paired items); ``binary`` marks pairs whose
+    scores are all 0 or 1 (then n11 = sab, n10 = sa − sab, n01 = sb − sab).
+    """
+
+    n: FloatArray
+    s: FloatArray
+    v: FloatArray
+    sa: FloatArray
+    sb: FloatArray
+    saa: FloatArray
+    sbb: FloatArray
+    sab: FloatArray
+    binary: BoolArray
+    groups: GroupSums | None = None
+
+    @classmethod
+    def build(cls, *, n: ArrayLike, sa: ArrayLike, sb: ArrayLike, saa: ArrayLike,
+              sbb: ArrayLike, sab: ArrayLike, binary: ArrayLike,
+              groups: GroupSums | None = None) -> PairSums:
+        """Sums from the per-model sums on the paired items (S and V follow from them)."""
+        a, b, aa, bb, ab = _arr(sa), _arr(sb), _arr(saa), _arr(sbb), _arr(sab)
+        return cls(n=_arr(n), s=a - b, v=aa + bb - 2.0 * ab, sa=a, sb=b, saa=aa, sbb=bb,
+                   sab=ab, binary=np.broadcast_to(np.asarray(binary, dtype=bool), a.shape),
+                   groups=groups)
+
+    @classmethod
+    def from_scores(cls, x_a: ArrayLike, x_b: ArrayLike) -> PairSums:
+        """The sums of one pair from its two paired score columns (no NaN)."""
+        a = np.asarray(x_a, dtype=np.float64)
+        b = np.asarray(x_b, dtype=np.float64)
+        binary = bool(np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)))
+        return cls.build(n=a.size, sa=a.sum(), sb=b.sum(), saa=(a * a).sum(),
+                         sbb=(b * b).sum(), sab=(a * b).sum(), binary=binary)
+
+    def __len__(self) -> int:
+        return int(self.n.size)
+
+    def take(self, idx: Any) -> PairSums:
+        """The sums of the pairs ``idx`` (an index array or slice)."""
+        return PairSums(n=self.n[idx], s=self.s[idx], v=self.v[idx], sa=self.sa[idx],
+                        sb=self.sb[idx], saa=self.saa[idx], sbb=self.sbb[idx],
+                        sab=self.sab[idx], binary=self.binary[idx],
+                        groups=None if self.groups is None else self.groups.take(idx))
+
+
+def plugin_estimates(n: ArrayLike, s: ArrayLike, v: ArrayLike) -> tuple[Any, Any]:
+    """Reported δ̂ = S/n and σ̂_D² = V/n − δ̂² ≥ 0 (NaN where n = 0).
+
+    Examples
+    --------
+    >>> d, s2 = plugin_estimates(4, 2.0, 2.0)
+    >>> float(d[0]), float(s2[0])
+    (0.5, 0.25)
+    """
+    nn, ss, vv = _arr(n), _arr(s), _arr(v)
+    pos = nn > 0
+    safe = np.where(pos, nn, 1.0)
+    delta = np.where(pos, ss / safe, np.nan)
+    sigma2 = np.where(pos, np.maximum(vv / safe - (ss / safe) ** 2, 0.0), np.nan)
+    return delta, sigma2
+
+
+def sizing_estimates(n: ArrayLike, s: ArrayLike, v: ArrayLike) -> tuple[Any, Any]:
+    """Sizing δ̃ = S/(n + 2) and σ̃² = (V + 1)/(n + 2) − δ̃² > 0 (Agresti & Min 2005 pseudo-items).
+
+    Examples
+    --------
+    >>> d, s2 = sizing_estimates(30, 30.0, 30.0)  # thirty items, all favouring A
+    >>> round(float(d[0]), 4), round(float(s2[0]), 4)
+    (0.9375, 0.0898)
+    """
+    nn, ss, vv = _arr(n), _arr(s), _arr(v)
+    vv = np.maximum(vv, np.where(nn > 0, ss * ss / np.where(nn > 0, nn, 1.0), 0.0))
+    delta = ss / (nn + 2.0)
+    return delta, np.maximum((vv + 1.0) / (nn + 2.0) - delta * delta, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class PairFigures:
+    """Every figure of many pairs, one array entry per pair (see the module conventions).
+
+    ``n_star``, ``q``, ``mde`` and ``q_grouped`` are at the per-comparison level ``alpha``
+    (family-adjusted by the caller); ``log_e`` is the pair's e-process, and ``cs_low``,
+    ``cs_high``, ``n_star_anytime``, ``q_anytime`` are at level ``e_alpha`` (None when the
+    figures were computed without ``intervals``: they need root finding).
+    ``n11 … n00`` are valid where ``binary``.
+    """
+
+    n: FloatArray
+    mean_a: FloatArray
+    mean_b: FloatArray
+    delta: FloatArray
+    sigma_d2: FloatArray
+    rho: FloatArray
+    binary: BoolArray
+    n11: FloatArray
+    n10: FloatArray
+    n01: FloatArray
+    n00: FloatArray
+    n_star: FloatArray
+    q: FloatArray
+    mde: FloatArray
+    design_effect: FloatArray | None
+    q_grouped: FloatArray | None
+    group_kind: GroupKind | None
+    n_groups: int
+    p_value: FloatArray
+    log_e: FloatArray
+    cs_low: FloatArray | None
+    cs_high: FloatArray | None
+    n_star_anytime: FloatArray | None
+    q_anytime: FloatArray | None
+    alpha: float
+    e_alpha: float
+    power: float
+
+    def __len__(self) -> int:
+        return int(self.n.size)
+
+    @property
+    def e_value(self) -> FloatArray:
+        """E_n = exp(log E_n) (``inf`` beyond float range; ``log_e`` is always finite)."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_e)
+
+    def resolved(self) -> BoolArray:
+        """Resolved at fixed N: q ≥ 1."""
+        return self.q >= 1.0
+
+    def resolved_grouped(self) -> BoolArray | None:
+        """q_cluster ≥ 1 (or q_strata ≥ 1); None without groups."""
+        return None if self.q_grouped is None else self.q_grouped >= 1.0
+
+    def resolved_anytime(self) -> BoolArray:
+        """E_n ≥ 1/e_alpha now (a live verdict also needs the first crossing; see the core)."""
+        return self.log_e >= math.log(1.0 / self.e_alpha)
+
+    def record(self, k: int) -> PairRecord:
+        """The figures of pair ``k`` as plain Python numbers."""
+        def at(x: FloatArray | None) -> float | None:
+            return None if x is None else float(x[k])
+
+        binary = bool(self.binary[k])
+        cells = [round(float(c[k])) if binary else None
+                 for c in (self.n11, self.n10, self.n01, self.n00)]
+        return PairRecord(
+            n=round(float(self.n[k])), mean_a=float(self.mean_a[k]),
+            mean_b=float(self.mean_b[k]), delta=float(self.delta[k]),
+            sigma_d2=float(self.sigma_d2[k]), rho=float(self.rho[k]), binary=binary,
+            n11=cells[0], n10=cells[1], n01=cells[2], n00=cells[3],
+            n_star=float(self.n_star[k]), q=float(self.q[k]), mde=float(self.mde[k]),
+            design_effect=at(self.design_effect), q_grouped=at(self.q_grouped),
+            group_kind=self.group_kind, p_value=float(self.p_value[k]),
+            log_e=float(self.log_e[k]), cs_low=at(self.cs_low), cs_high=at(self.cs_high),
+            n_star_anytime=at(self.n_star_anytime), q_anytime=at(self.q_anytime),
+        )
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """The figures of one pair (fields as in :class:`PairFigures`)."""
+
+    n: int
+    mean_a: float
+    mean_b: float
+    delta: float
+    sigma_d2: float
+    rho: float
+    binary: bool
+    n11: int | None
+    n10: int | None
+    n01: int | None
+    n00: int | None
+    n_star: float
+    q: float
+    mde: float
+    design_effect: float | None
+    q_grouped: float | None
+    group_kind: GroupKind | None
+    p_value: float
+    log_e: float
+    cs_low: float | None
+    cs_high: float | None
+    n_star_anytime: float | None
+    q_anytime: float | None
+
+    @property
+    def e_value(self) -> float:
+        """E_n (``inf`` beyond float range)."""
+        return math.exp(self.log_e) if self.log_e < 709.0 else math.inf
+
+    @property
+    def q_cluster(self) -> float | None:
+        """q with the cluster-robust design effect (None without clusters)."""
+        return self.q_grouped if self.group_kind == "cluster" else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain fields plus ``e_value`` (non-finite values are left to the JSON writer)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["e_value"] = self.e_value
+        return out
+
+
+def _check_level(name: str, value: float) -> float:
+    if not (0.0 < value < 1.0) or not math.isfinite(value):
+        raise ValueError(f"`{name}` must lie in (0, 1), got {value}")
+    return float(value)
+
+
+def pair_figures(
+    sums: PairSums,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    e_alpha: float | None = None,
+    intervals: bool = True,
+) -> PairFigures:
+    """Every figure of the pairs in ``sums`` (see the module docstring for the conventions).
+
+    Parameters
+    ----------
+    sums : PairSums
+    alpha : float
+        Per-comparison level of N*, q, q_grouped and MDE (pass the family-adjusted level).
+    power : float
+        Target power 1 − β of N*, MDE and N*_AV.
+    e_alpha : float, optional
+        Level of the anytime layer: confidence sequence and N*_AV (default ``alpha``; pass α/m
+        for e-Bonferroni over m pairs).
+    intervals : bool
+        Also solve the confidence sequence and N*_AV (root finding; skip it for a whole board
+        and ask for the pairs that are shown).
+
+    Examples
+    --------
+    >>> f = pair_figures(PairSums.from_scores([1, 1, 0, 1], [0, 1, 0, 0]))
+    >>> f.record(0).n, f.record(0).delta, f.record(0).n10, f.record(0).n01
+    (4, 0.5, 2, 0)
+    >>> f30 = pair_figures(PairSums.from_scores([1] * 30, [0] * 30))
+    >>> round(f30.record(0).q, 1), float(f30.p_value[0]) < 1e-8
+    (37.4, True)
+    """
+    from scipy.stats import binom
+    from scipy.stats import t as student_t
+
+    from monitor.stats import eprocess as ep
+
+    alpha = _check_level("alpha", alpha)
+    power = _check_level("power", power)
+    e_alpha = alpha if e_alpha is None else _check_level("e_alpha", e_alpha)
+    n, s = sums.n, sums.s
+    pos = n > 0
+    safe = np.where(pos, n, 1.0)
+    # Cancellation in V = Σx_A² + Σx_B² − 2Σx_Ax_B can leave it a hair below S²/n ≥ 0.
+    v = np.maximum(sums.v, np.where(pos, s * s / safe, 0.0))
+    delta, sigma2 = plugin_estimates(n, s, v)
+    d_size, s2_size = sizing_estimates(n, s, v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_a = np.where(pos, sums.sa / safe, np.nan)
+        mean_b = np.where(pos, sums.sb / safe, np.nan)
+        var_a = np.maximum(sums.saa / safe - mean_a * mean_a, 0.0)
+        var_b = np.maximum(sums.sbb / safe - mean_b * mean_b, 0.0)
+        cov = sums.sab / safe - mean_a * mean_b
+        rho = np.where(pos & (var_a > 1e-15) & (var_b > 1e-15),
+                       np.clip(cov / np.sqrt(var_a * var_b), -1.0, 1.0), np.nan)
+
+    n_star = np.asarray(pw.n_star(d_size, s2_size, alpha=alpha, power=power), dtype=float)
+    q = _ratio(n, n_star)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mde = np.where(pos, pw.z_total(alpha=alpha, power=power) * np.sqrt(s2_size / safe),
+                       np.inf)
+
+    binary = np.asarray(sums.binary, dtype=bool)
+    n11 = np.where(binary, sums.sab, 0.0)
+    n10 = np.where(binary, sums.sa - sums.sab, 0.0)
+    n01 = np.where(binary, sums.sb - sums.sab, 0.0)
+    n00 = np.where(binary, n - n11 - n10 - n01, 0.0)
+    p_value = np.ones_like(n)
+    if binary.any():
+        k10, k01 = np.rint(np.maximum(n10, 0.0)), np.rint(np.maximum(n01, 0.0))
+        p_mc = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(k10, k01), k10 + k01, 0.5))
+        p_value = np.where(binary, p_mc, p_value)
+    if not binary.all():
+        p_value = np.where(binary, p_value, _paired_t_p(delta, sigma2, n, student_t))
+
+    de, q_grouped = _grouped(sums.groups, n, delta, sigma2, v, n_star)
+
+    log_e = np.zeros_like(n)
+    if binary.any():
+        log_e = np.where(binary, ep.log_e_mcnemar(np.maximum(n10, 0.0), np.maximum(n01, 0.0)),
+                         log_e)
+    if not binary.all():
+        log_e = np.where(binary, log_e, ep.log_e_bounded(n, s, v))
+    log_e = np.where(pos, log_e, 0.0)
+
+    cs_low = cs_high = n_av = q_av = None
+    if intervals:
+        cs_low, cs_high = (np.atleast_1d(np.asarray(x, dtype=float))
+                           for x in ep.cs_bounded(n, s, v, alpha=e_alpha))
+        n_av = np.zeros_like(n)
+        for construction, mask in (("mcnemar", binary), ("bounded", ~binary)):
+            if mask.any():
+                n_av[mask] = np.atleast_1d(ep.n_star_anytime(
+                    d_size[mask], s2_size[mask], alpha=e_alpha, power=power,
+                    construction=construction))
+        q_av = _ratio(n, n_av)
+
+    g = sums.groups
+    return PairFigures(
+        n=n, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
+        binary=binary, n11=n11, n10=n10, n01=n01, n00=n00, n_star=n_star, q=q, mde=mde,
+        design_effect=de, q_grouped=q_grouped, group_kind=None if g is None else g.kind,
+        n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
+        cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
+        alpha=alpha, e_alpha=e_alpha, power=power,
+    )
+
+
+def _ratio(n: FloatArray, required: FloatArray) -> FloatArray:
+    # q = N / N*; N* is never 0 with the sizing estimates, and q = 0 where N* = ∞.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isfinite(required) & (required > 0), n / required, 0.0)
+
+
+def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: FloatArray,
+             v: FloatArray, n_star: FloatArray) -> tuple[FloatArray | None, FloatArray | None]:
+    if g is None:
+        return None, None
+    d0 = np.where(n > 0, delta, 0.0)
+    ss_total = np.where(n > 0, sigma2, 0.0) * n  # Σ (D_i − D̄)²
+    # Clusters: Σ_c (T_c − n_c D̄)², expanded so that only per-group sums are needed.
+    # Strata: the within-stratum sum of squares.
+    ss_grouped = np.maximum(g.t2 - 2.0 * d0 * g.tn + d0 * d0 * g.n2 if g.kind == "cluster"
+                            else v - g.t2_over_n, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        de = np.where(ss_total > 0, ss_grouped / np.where(ss_total > 0, ss_total, 1.0), 1.0)
+        return de, _ratio(n, n_star * de)
+
+
+def _paired_t_p(delta: FloatArray, sigma2: FloatArray, n: FloatArray, student_t: Any
+                ) -> FloatArray:
+    """Two-sided paired t-test p-value from δ̂, the plug-in σ̂_D² and N."""
+    df = n - 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(np.where(df > 0, sigma2, 0.0) / np.where(df > 0, df, 1.0))
+        p = 2.0 * student_t.sf(np.abs(delta) / se, np.where(df > 0, df, 1.0))
+    # No spread: a nonzero constant gap is certain, a zero gap carries no evidence.
+    p = np.where(se > 0, p, np.where(delta != 0, 0.0, 1.0))
+    return np.where(df > 0, p, 1.0)
