@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROM_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"

@@ -185,6 +185,7 @@ def test_bad_input_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert err.startswith("llm-monitor: error:") and "Traceback" not in err
 
 
+@pytest.mark.integration
 def test_bad_input_through_a_real_process(tmp_path: Path) -> None:
     garbage = tmp_path / "g.csv"
     garbage.write_bytes(b"\x00\x01\x02binary\xff" * 50)

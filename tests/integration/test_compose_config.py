@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "deploy" / "compose" / "docker-compose.yml"
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.integration.embedded_harness import Server, cli, metric_value
 
+pytestmark = pytest.mark.integration
+
 MODELS = {"strong": 0.8, "mid": 0.6, "weak": 0.35}
 N_ITEMS = 400
 LEAKED = {f"q{i}" for i in range(N_ITEMS) if i % 10 == 0}

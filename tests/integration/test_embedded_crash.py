@@ -19,6 +19,8 @@ import pytest
 from monitor.io.tables import read_table
 from tests.integration.embedded_harness import Server, cli, metric_value
 
+pytestmark = pytest.mark.integration
+
 N_MODELS = 20
 N_ITEMS = 2600
 MIN_KILLS = 6

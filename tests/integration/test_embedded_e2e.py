@@ -10,6 +10,8 @@ import pytest
 
 from tests.integration.embedded_harness import REPO, Server, cli, metric_value
 
+pytestmark = pytest.mark.integration
+
 CONTRACT_METRICS = (
     "llm_monitor_events_total", "llm_monitor_pair_items", "llm_monitor_pair_delta",
     "llm_monitor_pair_e_value", "llm_monitor_pair_resolution_ratio", "llm_monitor_pair_resolved",

@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.integration.embedded_harness import Server, metric_value
+
+pytestmark = pytest.mark.integration
 
 BASE = {"benchmark": "fuzz", "item_id": "i", "model": "m", "score": 1}
 REQUIRED = ("benchmark", "item_id", "model", "score")

@@ -35,7 +35,7 @@ from tests.integration.kafka_harness import (
     worker_state,
 )
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 PARTITIONS = 4
 N_MODELS = 12

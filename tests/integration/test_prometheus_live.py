@@ -39,7 +39,7 @@ BENCH = "toy"
 # Two models far apart: about 60 % of items are discordant in strong's favour.
 MODELS = {"strong": 0.9, "weak": 0.3}
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def _binary(name: str) -> str:

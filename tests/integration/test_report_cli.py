@@ -21,6 +21,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.integration
 def test_mmlu_wide_json_contract(shared_data: Path) -> None:
     res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude", "src",
                "--cluster-col", "category", "--json")
@@ -38,6 +39,7 @@ def test_mmlu_wide_json_contract(shared_data: Path) -> None:
     assert rep["family"] == "adjacent" and rep["correction"] == "holm"
 
 
+@pytest.mark.integration
 def test_human_output_states_family_correction_and_groups(shared_data: Path) -> None:
     res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude", "src",
                "--cluster-col", "category")
@@ -49,6 +51,7 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path) -> 
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("groups", [(), ("--cluster-col", "category"),
                                     ("--strata-col", "category")])
 @pytest.mark.parametrize("family", ["adjacent", "all"])
@@ -112,6 +115,7 @@ def test_bad_input_exits_2_with_one_line(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.integration
 def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("item_id,a,b\ni1,1,0\ni2,1,0.5\ni3,1,NaN\n")

@@ -17,6 +17,8 @@ from aiohttp import web
 
 from monitor.cli import main
 
+pytestmark = pytest.mark.integration
+
 QUESTIONS = [(f"q{i}", f"What is {i} plus {i + 3}?", [str(2 * i + 3), str(2 * i + 1),
                                                        str(2 * i + 5), "none of these"], 0)
              for i in range(30)]

@@ -95,6 +95,7 @@ def test_exported_names_come_from_the_metrics_module() -> None:
     assert contract <= names, contract - names
 
 
+@pytest.mark.integration  # runs promtool
 def test_every_query_parses(tmp_path: Path) -> None:
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     if not Path(promtool).is_file():

@@ -1,4 +1,4 @@
-"""The power command's contract on the paper's worked example."""
+"""The power command's contract on the paper's worked example, through a real process."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 
 def test_worked_example_json() -> None:
-    # Worked example from DESIGN.md §1: (p_A, p_B, ρ) = (0.65, 0.60, 0.30) → N* = 1028.
+    # Worked example in docs/contract.md#statistics: (p_A, p_B, ρ) = (0.65, 0.60, 0.30) → N* = 1028.
     out = subprocess.run(
         [sys.executable, "-m", "monitor.cli", "power", "--pa", "0.65", "--pb", "0.60",
          "--rho", "0.30", "--n", "1200", "--json"],
