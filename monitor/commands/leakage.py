@@ -3,54 +3,51 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from monitor.audit import leakage as lk
-from monitor.audit.textio import read_texts
 from monitor.commands._output import emit, err_console
+from monitor.offline.leakage import scan_files
+from monitor.offline.progress import StartTask, Tick
 
 
-def run_leakage(
-    eval_path: str | Path,
-    corpus_path: str | Path,
-    *,
-    n: int = 13,
-    threshold_review: float = 0.3,
-    threshold_leak: float = 0.5,
-    minhash: bool = False,
-    text_col: str | None = None,
-    id_col: str | None = None,
-    corpus_text_col: str | None = None,
-    show_progress: bool = True,
-) -> lk.LeakageReport:
-    """Read both collections and scan; the engine shared by ``leakage`` and ``verdict``."""
-    if n not in (5, 8, 13):
-        raise ValueError(f"`--n` must be 5, 8 or 13, got {n}")
-    lk.check_thresholds(threshold_review, threshold_leak)
-    items = read_texts(eval_path, text_col=text_col, id_col=id_col)
-    corpus = read_texts(corpus_path, text_col=corpus_text_col)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True,
-                  disable=not show_progress) as bar:
-        pairs = [(r.id, r.text) for r in items]
-        if minhash:
-            t = bar.add_task("sketching corpus + scanning", total=len(corpus) + len(items))
-            return lk.scan_minhash([(r.id, r.text) for r in corpus], pairs, n=n,
-                                   threshold_review=threshold_review,
-                                   threshold_leak=threshold_leak,
-                                   progress=lambda k: bar.advance(t, k))
-        t1 = bar.add_task("indexing corpus", total=len(corpus))
-        index = lk.build_index([r.text for r in corpus], doc_ids=[r.id for r in corpus], n=n,
-                               progress=lambda k: bar.advance(t1, k))
-        t2 = bar.add_task("scanning eval items", total=len(items))
-        return lk.scan(index, pairs, threshold_review=threshold_review,
-                       threshold_leak=threshold_leak, progress=lambda k: bar.advance(t2, k))
+@contextmanager
+def progress_tasks(*, enabled: bool = True, remaining: bool = False) -> Iterator[StartTask | None]:
+    """Progress bars on stderr, shown from the first task on (so an input error raised before
+    any work leaves stderr clean) and removed when done; elapsed or remaining time."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn() if remaining else TimeElapsedColumn(),
+                   console=err_console, transient=True)
+
+    def start(label: str, total: int) -> Tick:
+        if not bar.live.is_started:
+            bar.start()
+        task = bar.add_task(label, total=total)
+        return lambda k: bar.advance(task, k)
+
+    try:
+        yield start
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 def write_csv(report: lk.LeakageReport, path: str | Path) -> None:
@@ -116,9 +113,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Per eval item, the best-matching corpus document, Jaccard, containment and a status."""
-        report = run_leakage(eval_path, corpus_path, n=n, threshold_review=threshold_review,
-                             threshold_leak=threshold_leak, minhash=minhash, text_col=text_col,
-                             id_col=id_col, corpus_text_col=corpus_text_col)
+        with progress_tasks() as tasks:
+            report = scan_files(eval_path, corpus_path, n=n, threshold_review=threshold_review,
+                                threshold_leak=threshold_leak, minhash=minhash,
+                                text_col=text_col, id_col=id_col,
+                                corpus_text_col=corpus_text_col, progress=tasks)
         if out is not None:
             write_csv(report, out)
         data = report.to_dict(items=True)

@@ -2,65 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import SecretStr, ValidationError
 from rich.console import Console
 
 from monitor.audit import stability as st
 from monitor.commands._output import emit, titled_table
 from monitor.contracts import jsonable
 from monitor.errors import ConfigError
+from monitor.offline.stability import stability_file
 
 
-def make_adapter(
-    items: list[st.MCItem],
-    *,
-    adapter: str,
-    model: str,
-    base_url: str,
-    api_key_env: str,
-    timeout: float,
-    retries: int,
-    backoff: float,
-    local_accuracy: float,
-    local_flip: float,
-    seed: int,
-) -> st.ModelAdapter:
-    """Build the adapter named by ``adapter`` ("openai" or "local")."""
-    if adapter == "local":
-        return st.LocalAdapter(items, accuracy=local_accuracy, flip=local_flip, seed=seed,
-                               name=model)
-    if adapter != "openai":
-        raise ConfigError(f"--adapter must be 'openai' or 'local', got {adapter!r}")
-    key = os.environ.get(api_key_env)
-    try:
-        cfg = st.EndpointConfig(base_url=base_url, model=model,
-                                api_key=SecretStr(key) if key else None, timeout=timeout,
-                                retries=retries, backoff=backoff)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"--{first['loc'][0]}: {first['msg']}") from None
-    return st.OpenAIChatAdapter(cfg)
-
-
-def run_stability_cli(
-    items_path: str | Path, *, kinds: str, seed: int, concurrency: int, **adapter_opts: Any
-) -> st.StabilityReport:
-    """Load items, build the adapter and run; shared by ``stability`` and ``verdict``."""
-    items = st.load_items(items_path)
-    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+def parse_kinds(kinds: str) -> tuple[str, ...]:
+    """The perturbation kinds of a ``--kinds`` comma list."""
+    kind_list = tuple(k.strip() for k in kinds.split(",") if k.strip())
     bad = [k for k in kind_list if k not in st.KINDS]
     if bad or not kind_list:
         raise ConfigError(f"--kinds must be a comma list of {', '.join(st.KINDS)}; got {kinds!r}")
-    adapter = make_adapter(items, seed=seed, **adapter_opts)
-    return asyncio.run(st.run_stability(items, adapter, kinds=kind_list, seed=seed,
-                                        concurrency=concurrency))
+    return kind_list
 
 
 def _human(rep: st.StabilityReport) -> Any:
@@ -118,11 +81,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Flip rate (right on original, wrong perturbed) with a Wilson CI and the 10 % alarm."""
-        rep = run_stability_cli(
-            items_path, kinds=kinds, seed=seed, concurrency=concurrency, adapter=adapter,
-            model=model, base_url=base_url, api_key_env=api_key_env, timeout=timeout,
-            retries=retries, backoff=backoff, local_accuracy=local_accuracy,
-            local_flip=local_flip)
+        rep = stability_file(
+            items_path, kinds=parse_kinds(kinds), seed=seed, concurrency=concurrency,
+            adapter=adapter, model=model, base_url=base_url,
+            api_key=os.environ.get(api_key_env), timeout=timeout, retries=retries,
+            backoff=backoff, local_accuracy=local_accuracy, local_flip=local_flip)
         if events_out is not None:
             with open(events_out, "w", encoding="utf-8") as fh:
                 for ev in rep.events(benchmark=benchmark):

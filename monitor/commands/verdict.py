@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 
-from monitor.audit.verdict import decide
+from monitor.audit.leakage import LeakageReport
+from monitor.audit.stability import StabilityReport
 from monitor.commands._output import emit
-from monitor.contracts import jsonable
-from monitor.errors import ConfigError, InputError
-
-
-def _load(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not the JSON output of `llm-monitor {what} --json` ({exc})",
-                         source=str(path)) from None
-    if not isinstance(data, dict):
-        raise InputError(f"not the JSON output of `llm-monitor {what} --json`", source=str(path))
-    return data
+from monitor.commands.leakage import progress_tasks
+from monitor.errors import ConfigError
+from monitor.offline.compare import CompareResult, compare_table
+from monitor.offline.leakage import scan_files
+from monitor.offline.stability import stability_file
+from monitor.offline.verdict import judge, leak_suspects, load_report
 
 
 def _human(v: dict[str, Any]) -> Any:
@@ -75,45 +66,31 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """High credibility / gain not significant / likely overfit / partial gain, with evidence."""
+        lk: LeakageReport | dict[str, Any]
         if leakage_json is not None:
-            lk = _load(leakage_json, "leakage")
+            lk = load_report(leakage_json, "leakage")
         elif eval_path is not None and corpus is not None:
-            from monitor.commands.leakage import run_leakage
-
-            lk = jsonable(run_leakage(eval_path, corpus, n=n).to_dict(items=False))
+            with progress_tasks() as tasks:
+                lk = scan_files(eval_path, corpus, n=n, progress=tasks)
         else:
             raise ConfigError("leakage: give --leakage-json, or --eval and --corpus")
+        cmp: CompareResult | dict[str, Any]
         if compare_json is not None:
-            cmp = _load(compare_json, "compare")
+            cmp = load_report(compare_json, "compare")
         elif table is not None and a and b:
-            from monitor.commands.compare import compare_figures, run_compare
-            from monitor.io.tables import read_table
-
-            ex = tuple(exclude or ())
-            cmp = run_compare(table, a=a, b=b, exclude=ex, n_resamples=n_resamples, seed=seed)
-            suspects = set(lk.get("leak_suspects") or ())
-            if suspects:
-                t = read_table(table, exclude=ex)
-                keep = ~np.isin(t.item_ids.astype(str), sorted(suspects))
-                xa, xb = t.column(a)[keep], t.column(b)[keep]
-                both = ~np.isnan(xa) & ~np.isnan(xb)
-                if both.sum() >= 2 and both.sum() < cmp["n"]:
-                    cmp["clean_items"] = compare_figures(xa[both], xb[both], a=a, b=b,
-                                                         n_resamples=n_resamples, seed=seed)
+            cmp = compare_table(table, a=a, b=b, exclude=tuple(exclude or ()),
+                                n_resamples=n_resamples, seed=seed,
+                                suspect_items=leak_suspects(lk))
         else:
             raise ConfigError("compare: give --compare-json, or --table with --a and --b")
+        st: StabilityReport | dict[str, Any]
         if stability_json is not None:
-            st = _load(stability_json, "stability")
+            st = load_report(stability_json, "stability")
         elif items is not None and model:
-            from monitor.commands.stability import run_stability_cli
-
-            st = run_stability_cli(items, kinds="paraphrase,shuffle,format,noise", seed=seed,
-                                   concurrency=8, adapter=adapter, model=model,
-                                   base_url=base_url, api_key_env=api_key_env, timeout=30.0,
-                                   retries=3, backoff=0.5, local_accuracy=0.8,
-                                   local_flip=0.05).to_dict()
+            st = stability_file(items, adapter=adapter, model=model, seed=seed,
+                                base_url=base_url, api_key=os.environ.get(api_key_env))
         else:
             raise ConfigError("stability: give --stability-json, or --items with --model")
-        v = decide(jsonable(cmp), lk, jsonable(st), max_leak_share=max_leak_share,
-                   max_flip_rate=max_flip_rate).to_dict()
+        v = judge(cmp, lk, st, max_leak_share=max_leak_share,
+                  max_flip_rate=max_flip_rate).to_dict()
         emit(v, as_json=as_json, human=_human(v))

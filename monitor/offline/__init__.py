@@ -1,0 +1,1 @@
+"""Offline drivers behind the audit and planning commands: files in, frozen results out."""

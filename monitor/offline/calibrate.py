@@ -1,0 +1,135 @@
+"""Fixed-N calibration: the empirical power of the paired test at N = N*, on simulated
+correlated pairs or on N-item resamples of one real pair."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from monitor.errors import ConfigError
+from monitor.io.tables import read_table
+from monitor.offline.progress import StartTask, no_progress
+from monitor.stats import calibration as cal
+from monitor.stats import power as pw
+from monitor.stats.calibration import CalibrationResult
+from monitor.stats.paired import PairedSummary, paired_summary
+
+CI_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class FixedNCalibration:
+    """R replications of the paired test at N items, with the planned size they check.
+
+    Attributes
+    ----------
+    mode : {"simulate", "resample"}
+    p_a, p_b, rho : float
+        The planned pair (simulation) or the real pair's own figures (resampling).
+    alpha, target_power : float
+        Level of each test and the power N* was sized for.
+    n_star_exact : float
+        Unrounded N* of the pair.
+    result : CalibrationResult
+        Replications, rejections and the test used.
+    table, model_a, model_b : str or None
+        Resampling only: the table and the two models.
+    pair : PairedSummary or None
+        Resampling only: the real pair's figures on all its shared items.
+    """
+
+    mode: Literal["simulate", "resample"]
+    p_a: float
+    p_b: float
+    rho: float
+    alpha: float
+    target_power: float
+    n_star_exact: float
+    result: CalibrationResult
+    table: str | None = None
+    model_a: str | None = None
+    model_b: str | None = None
+    pair: PairedSummary | None = None
+
+    @property
+    def n_star(self) -> int:
+        """N* rounded up (at least 1): the planned size."""
+        return max(1, math.ceil(self.n_star_exact))
+
+    @property
+    def power(self) -> float:
+        """Empirical power: the rejection rate."""
+        return self.result.power
+
+    def ci(self) -> tuple[float, float]:
+        """95 % Wilson interval of the empirical power."""
+        return self.result.ci(confidence=CI_LEVEL)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures under the keys ``llm-monitor calibrate --json`` prints."""
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.pair is None:
+            out.update({"p_a": self.p_a, "p_b": self.p_b, "rho": self.rho})
+        else:
+            s = self.pair
+            out.update({"table": self.table, "model_a": self.model_a, "model_b": self.model_b,
+                        "items": s.n, "p_a": self.p_a, "p_b": self.p_b, "rho": self.rho,
+                        "delta": s.delta, "sigma_d2": s.sigma_d2})
+        low, high = self.ci()
+        r = self.result
+        out.update({"alpha": self.alpha, "n_star": self.n_star, "n_star_exact": self.n_star_exact,
+                    "n": r.n, "reps": r.reps, "rejections": r.rejections, "power": r.power,
+                    "ci_low": low, "ci_high": high, "ci_level": CI_LEVEL,
+                    "target_power": self.target_power, "test": r.test})
+        return out
+
+
+def _n_star_exact(delta: float, sigma2: float, *, alpha: float, power: float) -> float:
+    exact = float(pw.n_star(delta, sigma2, alpha=alpha, power=power))
+    if not math.isfinite(exact):
+        raise ConfigError("N* is infinite (δ = 0): there is no planned size; pass --n")
+    return exact
+
+
+def calibrate_simulated(
+    p_a: float, p_b: float, rho: float, *, n: int | None = None, reps: int = 2000,
+    alpha: float = 0.05, power: float = 0.8, test: str = "z", seed: int | None = None,
+    progress: StartTask | None = None,
+) -> FixedNCalibration:
+    """Simulate ``reps`` correlated Bernoulli pairs of ``n`` items (default N*) and test each.
+
+    Examples
+    --------
+    >>> c = calibrate_simulated(0.65, 0.60, 0.30, reps=400, seed=1)
+    >>> c.n_star, 0.7 < c.power < 0.9
+    (1028, True)
+    """
+    cal.cell_probabilities(p_a, p_b, rho)  # feasibility first, before any work
+    exact = _n_star_exact(p_a - p_b, float(pw.sigma_d2(p_a, p_b, rho)), alpha=alpha,
+                          power=power)
+    size = max(1, math.ceil(exact)) if n is None else n
+    tick = (progress or no_progress)("simulating", reps)
+    res = cal.simulate_power(p_a, p_b, rho, n=size, reps=reps, alpha=alpha, test=test,
+                             rng=np.random.default_rng(seed), progress=tick)
+    return FixedNCalibration("simulate", p_a, p_b, rho, alpha, power, exact, res)
+
+
+def calibrate_resampled(
+    table: str | Path, a: str, b: str, *, exclude: tuple[str, ...] = (), n: int | None = None,
+    reps: int = 2000, alpha: float = 0.05, power: float = 0.8, test: str = "z",
+    seed: int | None = None, progress: StartTask | None = None,
+) -> FixedNCalibration:
+    """Test ``reps`` resamples of ``n`` items (default the pair's own N*) of a real pair."""
+    xa, xb, _ = read_table(table, exclude=exclude).pair(a, b)
+    s = paired_summary(xa, xb)
+    exact = _n_star_exact(s.delta, s.sigma_d2, alpha=alpha, power=power)
+    size = max(1, math.ceil(exact)) if n is None else n
+    tick = (progress or no_progress)(f"resampling {a} vs {b}", reps)
+    res = cal.resample_power(xa, xb, n=size, reps=reps, alpha=alpha, test=test,
+                             rng=np.random.default_rng(seed), progress=tick)
+    return FixedNCalibration("resample", s.mean_a, s.mean_b, s.rho, alpha, power, exact, res,
+                             table=str(table), model_a=a, model_b=b, pair=s)

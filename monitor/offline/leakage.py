@@ -1,0 +1,49 @@
+"""Scanning eval items against a training corpus from files: read both, index, scan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from monitor.audit import leakage as lk
+from monitor.audit.textio import read_texts
+from monitor.offline.progress import StartTask, no_progress
+
+NGRAM_SIZES = (5, 8, 13)
+
+
+def scan_files(
+    eval_path: str | Path,
+    corpus_path: str | Path,
+    *,
+    n: int = 13,
+    threshold_review: float = 0.3,
+    threshold_leak: float = 0.5,
+    minhash: bool = False,
+    text_col: str | None = None,
+    id_col: str | None = None,
+    corpus_text_col: str | None = None,
+    progress: StartTask | None = None,
+) -> lk.LeakageReport:
+    """Word n-gram containment of every eval item in its best-matching corpus document.
+
+    The exact scan indexes the corpus and then scans the items; ``minhash`` sketches the
+    corpus and queries an LSH Ensemble instead (approximate, for huge corpora).
+    """
+    if n not in NGRAM_SIZES:
+        raise ValueError(f"`--n` must be 5, 8 or 13, got {n}")
+    lk.check_thresholds(threshold_review, threshold_leak)
+    items = read_texts(eval_path, text_col=text_col, id_col=id_col)
+    corpus = read_texts(corpus_path, text_col=corpus_text_col)
+    task = progress or no_progress
+    pairs = [(r.id, r.text) for r in items]
+    if minhash:
+        tick = task("sketching corpus + scanning", len(corpus) + len(items))
+        return lk.scan_minhash([(r.id, r.text) for r in corpus], pairs, n=n,
+                               threshold_review=threshold_review, threshold_leak=threshold_leak,
+                               progress=tick)
+    tick = task("indexing corpus", len(corpus))
+    index = lk.build_index([r.text for r in corpus], doc_ids=[r.id for r in corpus], n=n,
+                           progress=tick)
+    tick = task("scanning eval items", len(items))
+    return lk.scan(index, pairs, threshold_review=threshold_review,
+                   threshold_leak=threshold_leak, progress=tick)
