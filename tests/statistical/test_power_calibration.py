@@ -17,7 +17,7 @@ from monitor.stats.paired import paired_summary
 
 REPS = 4000
 CASES = [
-    (0.65, 0.60, 0.30),  # DESIGN.md worked example, N* = 1028
+    (0.65, 0.60, 0.30),  # worked example of docs/contract.md#statistics, N* = 1028
     (0.80, 0.76, 0.55),
     (0.35, 0.30, -0.10),
     (0.52, 0.50, 0.70),

@@ -16,7 +16,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 
 def test_worked_example_shortcut(capsys: pytest.CaptureFixture[str]) -> None:
-    # DESIGN.md §1 worked example: N* = 1028 and the shortcut 515, "about half".
+    # Worked example of docs/contract.md#statistics: N* = 1028 and the shortcut 515, "about half".
     rc, out, _ = _run(capsys, "--pa", "0.65", "--pb", "0.60", "--rho", "0.30", "--json")
     fig = json.loads(out)
     assert rc == 0
