@@ -9,7 +9,7 @@ from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
 from monitor.sinks.prometheus import METRIC_NAMES, Metrics, MonitorCollector
 
-# DESIGN §2: these names are a contract for dashboards, alert rules and outside checks.
+# docs/contract.md#metrics: these names are a contract for dashboards, alert rules and outside checks.
 CONTRACT = {
     "llm_monitor_events_total", "llm_monitor_pair_items", "llm_monitor_pair_delta",
     "llm_monitor_pair_e_value", "llm_monitor_pair_resolution_ratio",
