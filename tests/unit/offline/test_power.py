@@ -1,0 +1,75 @@
+"""The power planner against the closed forms of docs/DESIGN §1 and the command's JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from scipy.stats import norm
+
+from monitor.cli import main
+from monitor.contracts import jsonable
+from monitor.offline.power import plan_power
+
+
+def _closed_form(pa: float, pb: float, rho: float, *, alpha: float = 0.05,
+                 power: float = 0.8) -> tuple[float, float, float]:
+    """(σ_D², N*, shortcut n_h) written out from the formulas, independently of monitor.stats."""
+    z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
+    va, vb = pa * (1 - pa), pb * (1 - pb)
+    s2 = va + vb - 2 * rho * math.sqrt(va * vb)
+    h = 2 * math.asin(math.sqrt(pa)) - 2 * math.asin(math.sqrt(pb))
+    return s2, z * z * s2 / (pa - pb) ** 2, z * z / h**2 * (1 - rho)
+
+
+def test_worked_example() -> None:
+    # DESIGN §1: (0.65, 0.60, 0.30) → N* = 1028, the shortcut 515.
+    plan = plan_power(0.65, 0.60, 0.30, n=1200)
+    s2, n_star, n_h = _closed_form(0.65, 0.60, 0.30)
+    assert plan.sigma_d2 == pytest.approx(s2, rel=1e-12)
+    assert plan.n_star_exact == pytest.approx(n_star, rel=1e-12)
+    assert plan.n_star == 1028 and plan.shortcut.n == 515
+    assert plan.shortcut_ratio == pytest.approx(n_h / n_star, rel=1e-12)
+    assert plan.q() == pytest.approx(1200 / n_star, rel=1e-12)
+    z = norm.ppf(0.975) + norm.ppf(0.8)
+    assert plan.mde() == pytest.approx(z * math.sqrt(s2 / 1200), rel=1e-12)
+    # The anytime-valid size is larger: a peeking-proof test pays for the peeks.
+    q, q_av = plan.q(), plan.q_anytime()
+    assert q is not None and q_av is not None
+    assert plan.n_star_anytime > plan.n_star and q_av < q
+
+
+def test_alpha_and_power_reach_every_size() -> None:
+    plan = plan_power(0.7, 0.62, -0.1, alpha=0.01, power=0.9)
+    _, n_star, n_h = _closed_form(0.7, 0.62, -0.1, alpha=0.01, power=0.9)
+    assert plan.n_star_exact == pytest.approx(n_star, rel=1e-12)
+    assert plan.shortcut.n_exact == pytest.approx(n_h, rel=1e-12)
+    assert plan.n_star_anytime_exact > plan_power(0.7, 0.62, -0.1).n_star_anytime_exact
+
+
+def test_without_n_there_is_no_q() -> None:
+    plan = plan_power(0.65, 0.60, 0.30)
+    assert plan.q() is None and plan.mde() is None and plan.q_anytime() is None
+    assert not {"n", "q", "mde", "resolved", "q_anytime"} & plan.to_dict().keys()
+
+
+def test_zero_gap() -> None:
+    plan = plan_power(0.6, 0.6, 0.3, n=500)
+    assert plan.n_star == math.inf and plan.n_star_anytime == math.inf
+    assert math.isnan(plan.shortcut_ratio)
+    assert plan.q() == 0.0 and plan.to_dict()["resolved"] is False
+
+
+def test_invalid_plan_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match=r"`rho` must lie in \[-1, 1\], got 1.3"):
+        plan_power(0.65, 0.60, 1.3)
+
+
+@pytest.mark.parametrize("n", [None, 1200])
+def test_to_dict_is_the_command_json(capsys: pytest.CaptureFixture[str], n: int | None) -> None:
+    args = ["power", "--pa", "0.65", "--pb", "0.6", "--rho", "0.3", "--alpha", "0.1", "--json"]
+    rc = main(args + ([] if n is None else ["--n", str(n)]))
+    assert rc == 0
+    expected = jsonable(plan_power(0.65, 0.6, 0.3, n=n, alpha=0.1).to_dict())
+    assert json.loads(capsys.readouterr().out) == expected
