@@ -42,8 +42,8 @@ def _payloads(n: int, data: Path) -> list[tuple[bytes, bytes]]:
 def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]]) -> float:
     from kafka import KafkaProducer
 
+    from monitor.runners.kafka_admin import ensure_topics
     from monitor.runners.kafka_core import RESULTS_TOPIC
-    from monitor.runners.kafka_worker import ensure_topics
 
     ensure_topics([bootstrap], 3)
     t0 = time.perf_counter()
@@ -57,9 +57,11 @@ def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]]) -> float:
 
 
 def _ours(bootstrap: str, n: int) -> tuple[float, dict[str, int]]:
-    from monitor.runners.kafka_worker import KafkaWorker, WorkerOptions
+    from monitor.runners.kafka_worker import KafkaWorker
+    from monitor.settings import Settings
 
-    worker = KafkaWorker(WorkerOptions(broker=bootstrap, metrics_port=0, group="bench-ours"))
+    worker = KafkaWorker(Settings.build(serve_http=False, broker=bootstrap, metrics_port=0,
+                                        group="bench-ours"))
     first: list[float] = []
     step = worker.core.step
 

@@ -1,23 +1,42 @@
-"""Configuration of the live monitor: one frozen settings object, built once by the CLI.
+"""Configuration of the live monitor: one frozen settings object for every runner.
 
-Every field can also come from the environment with the prefix ``LLM_MONITOR_`` (for example
-``LLM_MONITOR_TOKEN`` or ``LLM_MONITOR_PORT``); command-line options win over the environment.
-Nothing here is read at import time: :meth:`Settings.build` is called by the CLI and the object
-is passed down.
+``llm-monitor run`` (embedded) and ``llm-monitor worker`` (both Kafka engines) build the same
+:class:`Settings` once, in the CLI, and pass it down; the monitor core's options come from it
+through :meth:`Settings.core_config` only, so every core option means the same in every runner.
+
+A value comes from, highest first: a command-line option (``--eval-interval``), an environment
+variable with the prefix ``LLM_MONITOR_`` (``LLM_MONITOR_EVAL_INTERVAL``), a settings file
+given with ``--config FILE`` (TOML, JSON or YAML; top-level key ``eval_interval``), the default.
+Nothing here is read at import time.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import re
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from monitor.core.config import CoreConfig
 from monitor.errors import ConfigError
+from monitor.stats.multiplicity import METHODS
+
+ENV_PREFIX = "LLM_MONITOR_"
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9,
@@ -55,33 +74,130 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Settings(BaseSettings):
-    """Everything ``llm-monitor run`` needs; frozen once built.
+def bootstrap_servers(broker: str) -> list[str]:
+    """``kafka://h1:9092,h2:9092`` (or plain ``h:p``) → ``["h1:9092", "h2:9092"]``.
 
-    The bearer token is a :class:`~pydantic.SecretStr` so it never appears in reprs or logs.
+    Example
+    -------
+    >>> bootstrap_servers("kafka://a:9092,b:9093")
+    ['a:9092', 'b:9093']
+    """
+    text = broker.strip()
+    for scheme in ("kafka://", "tcp://"):
+        if text.startswith(scheme):
+            text = text[len(scheme):]
+    hosts = [h.strip().rstrip("/") for h in text.split(",") if h.strip()]
+    if not hosts or any(":" not in h for h in hosts):
+        raise ValueError(f"`broker` must look like kafka://host:port, got {broker!r}")
+    return hosts
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a TOML (``.toml``), JSON (``.json``) or YAML settings file."""
+    suffix = path.suffix.lower()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot read ({exc.strerror})") from None
+    try:
+        if suffix == ".toml":
+            data: Any = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"--config {path}: use a .toml, .json, .yaml or .yml file")
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()}: {exc}") from None
+    except Exception as exc:  # yaml.YAMLError; yaml is imported only for YAML files
+        raise ConfigError(f"--config {path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: the file must hold a mapping of settings")
+    return data
+
+
+# The settings file of the Settings being built (set by Settings.build only).
+_FILE: ContextVar[tuple[Path, dict[str, Any]] | None] = ContextVar("llm_monitor_settings_file",
+                                                                    default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The values of the ``--config`` file, below the environment and the flags."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        current = _FILE.get()
+        data = {} if current is None else current[1]
+        return data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        current = _FILE.get()
+        return {} if current is None else dict(current[1])
+
+
+class Settings(BaseSettings):
+    """Everything ``llm-monitor run`` and ``llm-monitor worker`` need; frozen once built.
+
+    Core options (``alpha`` … ``include_leak_suspect``, ``eval_interval``) apply to every
+    runner; ``db`` … ``sqlite_synchronous`` to the embedded runner; ``broker`` … ``engine`` to
+    the workers. The bearer token is a :class:`~pydantic.SecretStr`: never in reprs or logs.
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="LLM_MONITOR_", frozen=True, extra="forbid", case_sensitive=False
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", case_sensitive=False
     )
 
+    # -- the monitor core (every runner) ---------------------------------------------------
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    power: float = Field(default=0.8, gt=0.0, lt=1.0)
+    family: Literal["adjacent", "all"] = "adjacent"
+    # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
+    correction: str = "bonferroni"
+    per_pair_series: Literal["adjacent", "all"] = "adjacent"
+    # Items carrying any of these flags are excluded from resolution; a comma-separated list
+    # in the environment (LLM_MONITOR_EXCLUDE_FLAGS=leak-suspect,canary).
+    exclude_flags: Annotated[tuple[str, ...], NoDecode] = ("leak-suspect",)
+    # Items flagged `leak-suspect` count in resolution (drops it from exclude_flags).
+    include_leak_suspect: bool = False
+    # Verdicts are re-evaluated at most this often (seconds) while results stream in, and once
+    # the stream pauses; 0 evaluates after every batch. Each evaluation is a stopping time.
+    eval_interval: float = Field(default=0.25, ge=0.0, le=60.0)
+
+    # -- embedded runner (llm-monitor run) -------------------------------------------------
     db: Path = Path("llm-monitor.db")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     token: SecretStr | None = None
     max_body_bytes: int = 10_000_000
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    power: float = Field(default=0.8, gt=0.0, lt=1.0)
-    family: Literal["adjacent", "all"] = "adjacent"
     view: bool = True
-    # Items flagged `leak-suspect` are excluded from resolution unless this is set.
-    include_leak_suspect: bool = False
-    # Verdicts are re-evaluated at most this often (seconds) while results stream in, and once
-    # the stream pauses; 0 evaluates after every request. Each evaluation is a stopping time.
-    eval_interval: float = Field(default=0.25, ge=0.0, le=60.0)
     # FULL fsyncs the WAL on every commit, so an acknowledged result survives a power cut too;
     # NORMAL survives a process crash (SIGKILL) but not the loss of the machine.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+    # -- distributed worker (llm-monitor worker) -------------------------------------------
+    broker: str = "kafka://127.0.0.1:9092"
+    partitions: int = Field(default=3, ge=1)  # of the results topic, when the worker creates it
+    group: str = Field(default="llm-monitor", min_length=1)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9308, ge=0, le=65535)
+    # Seconds between state checkpoints (and offset commits) of the kafka-python engine; the
+    # longest wait for a batch of the Faust engine.
+    checkpoint_interval: float = Field(default=2.0, gt=0.0)
+    batch_size: int = Field(default=5000, ge=1)
+    engine: Literal["kafka", "faust"] = "kafka"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
 
     @field_validator("max_body_bytes", mode="before")
     @classmethod
@@ -95,13 +211,35 @@ class Settings(BaseSettings):
             raise ValueError("the token must not be empty")
         return value
 
+    @field_validator("correction", mode="after")
     @classmethod
-    def build(cls, *, token_file: Path | None = None, **options: Any) -> Settings:
-        """Settings from CLI options (``None`` means: not given, use the environment or default).
+    def _correction(cls, value: str) -> str:
+        if value not in METHODS:
+            raise ValueError(f"must be one of {', '.join(METHODS)}")
+        return value
 
-        ``token_file`` holds the bearer token on its first line. Raises :class:`ConfigError`
-        naming the option when a value is invalid, and when a non-loopback ``host`` would be
-        served without a token.
+    @field_validator("exclude_flags", mode="before")
+    @classmethod
+    def _flags(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(f.strip() for f in value.split(",") if f.strip())
+        return value
+
+    @field_validator("broker", mode="after")
+    @classmethod
+    def _broker(cls, value: str) -> str:
+        bootstrap_servers(value)
+        return value
+
+    @classmethod
+    def build(cls, *, config: Path | None = None, token_file: Path | None = None,
+              serve_http: bool = True, **options: Any) -> Settings:
+        """Settings from CLI options (``None`` means: not given, use env, file or default).
+
+        ``config`` is the settings file; ``token_file`` holds the bearer token on its first
+        line. ``serve_http``: this process serves HTTP ingest on ``host`` (``llm-monitor
+        run``), so a non-loopback ``host`` needs a token. Raises :class:`ConfigError` naming
+        the option, the environment variable and the file key of an invalid value.
         """
         given = {k: v for k, v in options.items() if v is not None}
         if token_file is not None:
@@ -112,26 +250,65 @@ class Settings(BaseSettings):
             if not text:
                 raise ConfigError(f"--token-file {token_file}: the file is empty")
             given["token"] = text.splitlines()[0].strip()
-        try:
-            settings = cls(**given)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "settings"
-            raise ConfigError(f"invalid setting {field!r} (option --{field.replace('_', '-')} "
-                              f"or LLM_MONITOR_{field.upper()}): {err['msg']}") from None
-        settings.check_bind()
+        file = None if config is None else (Path(config), read_settings_file(Path(config)))
+        with _settings_file(file):
+            try:
+                settings = cls(**given)
+            except ValidationError as exc:
+                raise ConfigError(_describe(exc, file[0] if file else None)) from None
+        if serve_http:
+            settings.check_bind()
         return settings
 
+    # -- derived ---------------------------------------------------------------------------
     @property
-    def exclude_flags(self) -> tuple[str, ...]:
+    def effective_exclude_flags(self) -> tuple[str, ...]:
         """Flags whose items the core excludes from resolution."""
-        return () if self.include_leak_suspect else ("leak-suspect",)
+        if self.include_leak_suspect:
+            return tuple(f for f in self.exclude_flags if f != "leak-suspect")
+        return self.exclude_flags
+
+    def core_config(self) -> CoreConfig:
+        """The monitor core's options: the one place a runner gets its :class:`CoreConfig`."""
+        return CoreConfig(alpha=self.alpha, power=self.power, family=self.family,
+                          correction=self.correction, per_pair_series=self.per_pair_series,
+                          exclude_flags=self.effective_exclude_flags)
+
+    @property
+    def bootstrap(self) -> list[str]:
+        """The broker's ``host:port`` list."""
+        return bootstrap_servers(self.broker)
 
     def check_bind(self) -> None:
         """Refuse to serve a non-loopback address without a bearer token."""
         if not is_loopback(self.host) and self.token is None:
             raise ConfigError(
                 f"refusing to listen on {self.host!r} without a token: anyone on the network "
-                "could write results. Pass --token-file FILE (or set LLM_MONITOR_TOKEN), "
-                "or bind to 127.0.0.1"
+                f"could write results. Pass --token-file FILE (or set {ENV_PREFIX}TOKEN, or "
+                "token in the --config file), or bind to 127.0.0.1"
             )
+
+
+@contextmanager
+def _settings_file(file: tuple[Path, dict[str, Any]] | None) -> Iterator[None]:
+    token = _FILE.set(file)
+    try:
+        yield
+    finally:
+        _FILE.reset(token)
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    """One line per invalid setting, naming where it can be set."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        name = str(err["loc"][0]) if err["loc"] else "settings"
+        if err["type"] == "extra_forbidden":
+            where = f" in {path}" if path is not None else ""
+            lines.append(f"unknown setting {name!r}{where}")
+            continue
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        file_key = f", key {name} in {path}" if path is not None else f", or file key {name}"
+        lines.append(f"invalid setting {name!r} (option --{name.replace('_', '-')}, "
+                     f"env {ENV_PREFIX}{name.upper()}{file_key}): {msg}")
+    return "; ".join(lines)

@@ -151,9 +151,42 @@ def _start(
     asyncio.run(serve(settings, tasks=tasks, on_ready=ready))
 
 
+# Options of the monitor core, shared by `run` and `worker` (the same Settings fields).
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="settings file (.toml, .json, .yaml): keys are the option names with _; "
+    "options and LLM_MONITOR_* variables override it")]
+AlphaOpt = Annotated[float | None, typer.Option(help="family-wise level α of the verdicts (default: 0.05)")]
+PowerOpt = Annotated[float | None, typer.Option(help="target power for N* (default: 0.8)")]
+FamilyOpt = Annotated[str | None, typer.Option(help="pairs read together: adjacent or all (default: adjacent)")]
+CorrectionOpt = Annotated[str | None, typer.Option(
+    help="multiplicity correction of the fixed-N figures: none, bonferroni, holm, bh (default: bonferroni)")]
+PerPairSeriesOpt = Annotated[str | None, typer.Option(
+    help="pairs with per-pair Prometheus series: adjacent or all (default: adjacent)")]
+ExcludeFlagOpt = Annotated[list[str] | None, typer.Option(
+    "--exclude-flag", help="items with this flag are excluded from resolution (repeatable) "
+    "(default: leak-suspect)")]
+IncludeLeakOpt = Annotated[bool | None, typer.Option(
+    "--include-leak-suspect/--exclude-leak-suspect",
+    help="count items flagged leak-suspect in resolution (default: excluded)")]
+EvalIntervalOpt = Annotated[float | None, typer.Option(
+    help="seconds between verdict evaluations while results stream in, 0 after every batch (default: 0.25)")]
+
+
+def core_options(*, alpha: float | None, power: float | None, family: str | None,
+                 correction: str | None, per_pair_series: str | None,
+                 exclude_flag: list[str] | None, include_leak_suspect: bool | None,
+                 eval_interval: float | None) -> dict[str, Any]:
+    """The core options as Settings keywords (None: not given on the command line)."""
+    return {"alpha": alpha, "power": power, "family": family, "correction": correction,
+            "per_pair_series": per_pair_series,
+            "exclude_flags": tuple(exclude_flag) if exclude_flag else None,
+            "include_leak_suspect": include_leak_suspect, "eval_interval": eval_interval}
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
+        config: ConfigOpt = None,
         db: Annotated[Path | None, typer.Option(help="SQLite database (created if absent)")] = None,
         host: Annotated[str | None, typer.Option(help="address to listen on (loopback unless a token is set)")] = None,
         port: Annotated[int | None, typer.Option(help="TCP port (0: any free port)")] = None,
@@ -167,22 +200,26 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str | None, typer.Option(help="per-sample metric of lm-eval samples")] = None,
         exclude: Annotated[list[str] | None, typer.Option(help="table column to ignore (repeatable)")] = None,
         cluster_col: Annotated[str | None, typer.Option(help="table column holding the item cluster")] = None,
-        alpha: Annotated[float | None, typer.Option(help="family-wise level")] = None,
-        power: Annotated[float | None, typer.Option(help="target power for N*")] = None,
-        family: Annotated[str | None, typer.Option(help="adjacent or all")] = None,
+        alpha: AlphaOpt = None,
+        power: PowerOpt = None,
+        family: FamilyOpt = None,
+        correction: CorrectionOpt = None,
+        per_pair_series: PerPairSeriesOpt = None,
+        exclude_flag: ExcludeFlagOpt = None,
+        include_leak_suspect: IncludeLeakOpt = None,
+        eval_interval: EvalIntervalOpt = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
-        eval_interval: Annotated[float | None, typer.Option(help="seconds between verdict evaluations while results stream in (0: after every request)")] = None,
-        include_leak_suspect: Annotated[bool, typer.Option(
-            "--include-leak-suspect",
-            help="count items flagged leak-suspect in resolution (default: excluded)")] = False,
-        no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
+        sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash) (default: FULL)")] = None,
+        view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view (default: on)")] = None,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
         settings = Settings.build(
-            token_file=token_file, db=db, host=host, port=port, alpha=alpha, power=power,
-            family=family, max_body_bytes=max_body_bytes, eval_interval=eval_interval,
-            view=False if no_view else None,
-            include_leak_suspect=True if include_leak_suspect else None,
+            config=config, token_file=token_file, db=db, host=host, port=port,
+            max_body_bytes=max_body_bytes, sqlite_synchronous=sqlite_synchronous, view=view,
+            **core_options(alpha=alpha, power=power, family=family, correction=correction,
+                           per_pair_series=per_pair_series, exclude_flag=exclude_flag,
+                           include_leak_suspect=include_leak_suspect,
+                           eval_interval=eval_interval),
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,

@@ -9,7 +9,20 @@ from typing import Annotated
 
 import typer
 
+from monitor.commands.run import (
+    AlphaOpt,
+    ConfigOpt,
+    CorrectionOpt,
+    EvalIntervalOpt,
+    ExcludeFlagOpt,
+    FamilyOpt,
+    IncludeLeakOpt,
+    PerPairSeriesOpt,
+    PowerOpt,
+    core_options,
+)
 from monitor.errors import ConfigError
+from monitor.settings import Settings, bootstrap_servers
 
 
 def produce_file(
@@ -21,15 +34,18 @@ def produce_file(
     """Send the results of tables / lm-eval samples as ItemResult JSON, key = benchmark."""
     from kafka import KafkaProducer
 
+    from monitor.runners.kafka_admin import ensure_topics
     from monitor.runners.kafka_core import RESULTS_TOPIC
-    from monitor.runners.kafka_worker import bootstrap_servers, ensure_topics
     from monitor.runners.replay import ReplayStream, load_blocks
 
     blocks = load_blocks(paths, benchmark=benchmark, model=model, metric=metric,
                          exclude=exclude, cluster_col=cluster_col)
     stream = ReplayStream(blocks, seed=seed if shuffle else None)
     total = len(stream) if limit is None else min(limit, len(stream))
-    hosts = bootstrap_servers(broker)
+    try:
+        hosts = bootstrap_servers(broker)
+    except ValueError as exc:
+        raise ConfigError(f"--broker: {exc}") from None
     ensure_topics(hosts, partitions)
     producer = KafkaProducer(bootstrap_servers=hosts, acks="all", linger_ms=20,
                              batch_size=256 << 10, retries=5,
@@ -50,18 +66,23 @@ def produce_file(
 def register(app: typer.Typer) -> None:
     @app.command("worker")
     def worker(
-        broker: Annotated[str, typer.Option(help="Kafka bootstrap servers, kafka://host:port[,host:port]")] = "kafka://127.0.0.1:9092",
-        partitions: Annotated[int, typer.Option(help="partitions of the results topic when it is created")] = 3,
-        metrics_port: Annotated[int, typer.Option(help="port of /metrics (0: any free port)")] = 9308,
-        metrics_host: Annotated[str, typer.Option(help="address of /metrics")] = "127.0.0.1",
-        group: Annotated[str, typer.Option(help="consumer group of the workers")] = "llm-monitor",
-        alpha: Annotated[float, typer.Option(help="family level α of the verdicts")] = 0.05,
-        power: Annotated[float, typer.Option(help="target power for N*")] = 0.8,
-        family: Annotated[str, typer.Option(help="adjacent or all")] = "adjacent",
-        eval_interval: Annotated[float, typer.Option(help="seconds between verdict evaluations under load")] = 0.25,
-        checkpoint_interval: Annotated[float, typer.Option(help="seconds between state checkpoints (and offset commits)")] = 2.0,
-        batch_size: Annotated[int, typer.Option(help="most records stepped at once")] = 5000,
-        engine: Annotated[str, typer.Option(help="kafka (kafka-python, default) or faust")] = "kafka",
+        config: ConfigOpt = None,
+        broker: Annotated[str | None, typer.Option(help="Kafka bootstrap servers, kafka://host:port[,host:port] (default: kafka://127.0.0.1:9092)")] = None,
+        partitions: Annotated[int | None, typer.Option(help="partitions of the results topic when it is created (default: 3)")] = None,
+        metrics_port: Annotated[int | None, typer.Option(help="port of /metrics, 0 for any free port (default: 9308)")] = None,
+        metrics_host: Annotated[str | None, typer.Option(help="address of /metrics (default: 127.0.0.1)")] = None,
+        group: Annotated[str | None, typer.Option(help="consumer group of the workers (default: llm-monitor)")] = None,
+        alpha: AlphaOpt = None,
+        power: PowerOpt = None,
+        family: FamilyOpt = None,
+        correction: CorrectionOpt = None,
+        per_pair_series: PerPairSeriesOpt = None,
+        exclude_flag: ExcludeFlagOpt = None,
+        include_leak_suspect: IncludeLeakOpt = None,
+        eval_interval: EvalIntervalOpt = None,
+        checkpoint_interval: Annotated[float | None, typer.Option(help="seconds between state checkpoints and offset commits (default: 2.0)")] = None,
+        batch_size: Annotated[int | None, typer.Option(help="most records stepped at once (default: 5000)")] = None,
+        engine: Annotated[str | None, typer.Option(help="kafka (kafka-python) or faust (default: kafka)")] = None,
     ) -> None:
         """Distributed monitor: consume llm-monitor.results, publish changes and dead letters.
 
@@ -69,30 +90,22 @@ def register(app: typer.Typer) -> None:
         llm-monitor.state, written before the consumer offsets are committed; a restarted
         worker resumes from it and never counts a result twice. See docs/distributed.md.
         """
-        from monitor.runners.kafka_worker import WorkerOptions, run_worker
-
-        if not 0.0 < alpha < 1.0:
-            raise ConfigError(f"--alpha must be in (0, 1), got {alpha}")
-        if not 0.0 < power < 1.0:
-            raise ConfigError(f"--power must be in (0, 1), got {power}")
-        if family not in ("adjacent", "all"):
-            raise ConfigError(f"--family must be 'adjacent' or 'all', got {family!r}")
-        if partitions < 1 or batch_size < 1 or checkpoint_interval <= 0 or eval_interval < 0:
-            raise ConfigError("--partitions, --batch-size and --checkpoint-interval must be "
-                              "positive, --eval-interval not negative")
-        opts = WorkerOptions(
-            broker=broker, partitions=partitions, metrics_host=metrics_host,
-            metrics_port=metrics_port, group=group, alpha=alpha, power=power, family=family,
-            eval_interval=eval_interval, checkpoint_interval=checkpoint_interval,
-            batch_size=batch_size,
+        settings = Settings.build(
+            config=config, serve_http=False, broker=broker, partitions=partitions,
+            metrics_host=metrics_host, metrics_port=metrics_port, group=group,
+            checkpoint_interval=checkpoint_interval, batch_size=batch_size, engine=engine,
+            **core_options(alpha=alpha, power=power, family=family, correction=correction,
+                           per_pair_series=per_pair_series, exclude_flag=exclude_flag,
+                           include_leak_suspect=include_leak_suspect,
+                           eval_interval=eval_interval),
         )
-        if engine == "faust":
+        if settings.engine == "faust":
             from monitor.runners.faust_app import run_faust
 
-            raise typer.Exit(run_faust(opts))
-        if engine != "kafka":
-            raise ConfigError(f"--engine must be 'kafka' or 'faust', got {engine!r}")
-        raise typer.Exit(run_worker(opts))
+            raise typer.Exit(run_faust(settings))
+        from monitor.runners.kafka_worker import run_worker
+
+        raise typer.Exit(run_worker(settings))
 
     @app.command("produce")
     def produce(

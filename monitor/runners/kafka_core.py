@@ -1,15 +1,15 @@
 """Engine-neutral shell of the distributed worker: records in, outputs and checkpoints out.
 
 The Kafka runners (``kafka_worker`` on kafka-python, ``faust_app`` on Faust) only move bytes;
-everything between a consumed record and the state is here, with no I/O:
+everything between a consumed record and the state is here, with no I/O and no Kafka client:
 
 - decode → key → step: a batch of source records (topic, partition, offset, key, value) is
   decoded (:func:`monitor.contracts.decode_events` semantics), each event's key must equal its
-  benchmark, and the events of each benchmark are folded into that benchmark's own
-  :class:`~monitor.core.Monitor` in offset order;
-- one invalid path: :meth:`WorkerCore._on_invalid` counts, logs ``topic/partition/offset`` and
-  returns a :class:`~monitor.contracts.DeadLetter` with that source; conflicts come back from
-  the core as dead letters with reason ``conflict``;
+  benchmark, and the events of each benchmark are folded into that benchmark's monitor (held
+  by the :class:`~monitor.runners.host.MonitorHost`) in offset order;
+- one invalid path: a rejected record goes through :meth:`MonitorHost.on_invalid` (counted,
+  logged with ``topic/partition/offset``, a :class:`~monitor.contracts.DeadLetter` with that
+  source); conflicts come back from the core as dead letters with reason ``conflict``;
 - idempotency: per benchmark the last applied source offset and per partition the last
   processed offset; a record at or below them is skipped, so a redelivered record is never
   counted twice;
@@ -22,8 +22,6 @@ everything between a consumed record and the state is here, with no I/O:
 from __future__ import annotations
 
 import json
-import sys
-import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +30,16 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, decode_events
-from monitor.core import CoreConfig, Monitor
+from monitor.core import Monitor
+from monitor.runners.host import MonitorHost
 
 RESULTS_TOPIC = "llm-monitor.results"
 CHANGES_TOPIC = "llm-monitor.resolution-changes"
 DEAD_LETTER_TOPIC = "llm-monitor.dead-letter"
 STATE_TOPIC = "llm-monitor.state"
+
+#: Snapshots of big benchmarks are megabytes; state producers and readers allow this much.
+MAX_STATE_BYTES = 64 << 20
 
 _BENCH_PREFIX = b"bench:"
 _PART_PREFIX = b"partition:"
@@ -80,66 +82,83 @@ def decode_state(raw: bytes) -> dict[str, Any]:
 
 
 class WorkerCore:
-    """Per-benchmark monitors of the partitions a worker owns, with their source offsets."""
+    """Source offsets and partition ownership of the benchmarks a worker's host holds."""
 
-    def __init__(self, config: CoreConfig, *, eval_interval: float = 0.25,
-                 log: Any = None) -> None:
-        self.config = config
-        self.eval_interval = eval_interval
-        self.monitors: dict[str, Monitor] = {}
+    def __init__(self, host: MonitorHost) -> None:
+        self.host = host
         self.bench_partition: dict[str, int] = {}
         self.bench_offset: dict[str, int] = {}  # last source offset folded into the benchmark
         self.part_offset: dict[int, int] = {}  # last source offset processed in the partition
         self.invalid: dict[int, int] = {}  # invalid records per partition (durable count)
         self._touched_benches: set[str] = set()
         self._touched_parts: set[int] = set()
-        self._last_eval = time.monotonic()
-        self._log = log if log is not None else (lambda msg: print(msg, file=sys.stderr))
+        self._ever_owned: set[int] = set()  # partitions whose durable counters were restored
+
+    @property
+    def monitors(self) -> dict[str, Monitor]:
+        """The monitor of every benchmark the worker owns."""
+        return self.host.monitors
 
     # -- restore ---------------------------------------------------------------------------
     def restore(self, records: Iterable[tuple[bytes, bytes]], partitions: Iterable[int]
                 ) -> dict[int, int]:
         """Rebuild the state of ``partitions`` from state records (last value per key wins).
 
-        Returns the offset to resume each partition from (0 when it has no checkpoint).
+        Returns the offset to resume each partition from (0 when it has no checkpoint). The
+        counters of partitions this process never owned before continue from their durable
+        totals (:meth:`MonitorHost.restore_counters`); a partition that comes back after a
+        rebalance was counted already.
         """
         owned = set(partitions)
         latest: dict[bytes, bytes] = {}
         for key, value in records:
             latest[key] = value
-        for key, value in latest.items():
-            if value is None:
-                continue
-            obj = decode_state(value)
-            if key.startswith(_PART_PREFIX):
-                p = int(obj["partition"])
-                if p in owned:
-                    self.part_offset[p] = int(obj["offset"])
-                    self.invalid[p] = int(obj["invalid"])
-            elif key.startswith(_BENCH_PREFIX):
-                p = int(obj["partition"])
-                if p in owned:
-                    name = obj["benchmark"]
-                    self.monitors[name] = Monitor.from_snapshot(obj["snapshot"], self.config)
-                    self.bench_partition[name] = p
-                    self.bench_offset[name] = int(obj["offset"])
+        with self.host.lock:
+            for key, value in latest.items():
+                if value is None:
+                    continue
+                obj = decode_state(value)
+                if key.startswith(_PART_PREFIX):
+                    p = int(obj["partition"])
+                    if p in owned:
+                        self.part_offset[p] = int(obj["offset"])
+                        self.invalid[p] = int(obj["invalid"])
+                elif key.startswith(_BENCH_PREFIX):
+                    p = int(obj["partition"])
+                    if p in owned:
+                        name = obj["benchmark"]
+                        self.host.put(name, Monitor.from_snapshot(obj["snapshot"],
+                                                                  self.host.config))
+                        self.bench_partition[name] = p
+                        self.bench_offset[name] = int(obj["offset"])
+            new = owned - self._ever_owned
+            self._ever_owned |= owned
+            if new:
+                self.host.restore_counters(self.counters(new))
         return {p: self.part_offset.get(p, -1) + 1 for p in owned}
 
     def drop(self, partitions: Iterable[int]) -> None:
         """Forget the state of partitions this worker no longer owns (after a checkpoint)."""
         gone = set(partitions)
-        for name in [b for b, p in self.bench_partition.items() if p in gone]:
-            del self.monitors[name], self.bench_partition[name]
-            self.bench_offset.pop(name, None)
-            self._touched_benches.discard(name)
-        for p in gone:
-            self.part_offset.pop(p, None)
-            self.invalid.pop(p, None)
-            self._touched_parts.discard(p)
+        with self.host.lock:
+            names = [b for b, p in self.bench_partition.items() if p in gone]
+            self.host.drop(names)
+            for name in names:
+                del self.bench_partition[name]
+                self.bench_offset.pop(name, None)
+                self._touched_benches.discard(name)
+            for p in gone:
+                self.part_offset.pop(p, None)
+                self.invalid.pop(p, None)
+                self._touched_parts.discard(p)
 
     # -- step ------------------------------------------------------------------------------
     def step(self, records: Sequence[Record], *, force_evaluate: bool = False) -> StepOutput:
-        """Decode, key, and fold one batch; evaluate verdicts when the cadence says so."""
+        """Decode, key, and fold one batch; evaluate verdicts when the host's cadence says so."""
+        with self.host.lock:
+            return self._step(records, force_evaluate)
+
+    def _step(self, records: Sequence[Record], force_evaluate: bool) -> StepOutput:
         out = StepOutput()
         fresh = [r for r in records if r.offset > self.part_offset.get(r.partition, -1)]
         out.counts["skipped"] += len(records) - len(fresh)
@@ -151,24 +170,22 @@ class WorkerCore:
                         rec, "schema",
                         f"key {rec.key!r} is not the event's benchmark {ev.benchmark!r}", out))
                     continue
-                if rec.offset <= self.bench_offset.get(ev.benchmark, -1):
-                    out.counts["skipped"] += 1  # already in the benchmark's snapshot
-                    continue
+                # Ownership first: offsets of another partition are not comparable.
                 owner = self.bench_partition.setdefault(ev.benchmark, rec.partition)
                 if owner != rec.partition:
                     out.dead_letters.append(self._on_invalid(
                         rec, "schema", f"benchmark {ev.benchmark!r} belongs to partition "
                         f"{owner}; the topic was repartitioned", out))
                     continue
+                if rec.offset <= self.bench_offset.get(ev.benchmark, -1):
+                    out.counts["skipped"] += 1  # already in the benchmark's snapshot
+                    continue
                 evs, srcs, recs = by_bench.setdefault(ev.benchmark, ([], [], []))
                 evs.append(ev)
                 srcs.append(rec.source)
                 recs.append(rec)
         for name, (evs, srcs, recs) in by_bench.items():
-            mon = self.monitors.get(name)
-            if mon is None:
-                mon = self.monitors[name] = Monitor(self.config)
-            result = mon.apply(evs, sources=srcs, evaluate=False)
+            result = self.host.apply(evs, sources=srcs)
             for o in ("accepted", "duplicate", "conflict"):
                 out.counts[o] += result.count(o)
             out.dead_letters.extend(result.dead_letters)
@@ -178,20 +195,8 @@ class WorkerCore:
             if rec.offset > self.part_offset.get(rec.partition, -1):
                 self.part_offset[rec.partition] = rec.offset
             self._touched_parts.add(rec.partition)
-        out.changes.extend(self.evaluate(force=force_evaluate))
+        out.changes.extend(self.host.evaluate_if_due(force=force_evaluate))
         return out
-
-    def evaluate(self, *, force: bool = False) -> list[ResolutionChange | RankingChange]:
-        """Verdict changes of the monitors with unevaluated results, at most every interval."""
-        now = time.monotonic()
-        if not force and now - self._last_eval < self.eval_interval:
-            return []
-        self._last_eval = now
-        changes: list[ResolutionChange | RankingChange] = []
-        for mon in self.monitors.values():
-            if mon.dirty:
-                changes.extend(mon.evaluate())
-        return changes
 
     def _decode(self, records: Sequence[Record], out: StepOutput
                 ) -> list[tuple[Record, list[ItemResult]]]:
@@ -224,16 +229,13 @@ class WorkerCore:
 
     def _on_invalid(self, rec: Record, reason: str, detail: str, out: StepOutput, *,
                     payload: str | None = None) -> DeadLetter:
-        """The one path of a rejected record: counted, logged, returned as a dead letter."""
-        from monitor.contracts import dead_letter
-
+        """A rejected record: the host's invalid path, plus the partition's durable count."""
         out.counts["invalid"] += 1
         self.invalid[rec.partition] = self.invalid.get(rec.partition, 0) + 1
         self._touched_parts.add(rec.partition)
-        self._log(f"llm-monitor: dead letter {rec.source}: {reason}: {detail[:200]}")
         if payload is None:
             payload = (rec.value or b"")[:2048].decode("utf-8", "replace")
-        return dead_letter(reason, detail, payload, source=rec.source)
+        return self.host.on_invalid(reason, detail, payload, source=rec.source)
 
     # -- checkpoint ------------------------------------------------------------------------
     @property
@@ -248,35 +250,44 @@ class WorkerCore:
         """
         only = None if partitions is None else set(partitions)
         out: list[tuple[bytes, bytes]] = []
-        for name in sorted(self._touched_benches):
-            p = self.bench_partition[name]
-            if only is not None and p not in only:
-                continue
-            out.append((_BENCH_PREFIX + name.encode(), encode_state({
-                "benchmark": name, "partition": p, "offset": self.bench_offset[name],
-                "snapshot": self.monitors[name].to_snapshot(),
-            })))
-        for p in sorted(self._touched_parts):
-            if only is not None and p not in only:
-                continue
-            out.append((_PART_PREFIX + str(p).encode(), encode_state({
-                "partition": p, "offset": self.part_offset.get(p, -1),
-                "invalid": self.invalid.get(p, 0),
-            })))
-        if only is None:
-            self._touched_benches.clear()
-            self._touched_parts.clear()
-        else:
-            self._touched_benches = {b for b in self._touched_benches
-                                     if self.bench_partition[b] not in only}
-            self._touched_parts -= only
+        with self.host.lock:
+            for name in sorted(self._touched_benches):
+                p = self.bench_partition[name]
+                if only is not None and p not in only:
+                    continue
+                out.append((_BENCH_PREFIX + name.encode(), encode_state({
+                    "benchmark": name, "partition": p, "offset": self.bench_offset[name],
+                    "snapshot": self.host.monitors[name].to_snapshot(),
+                })))
+            for p in sorted(self._touched_parts):
+                if only is not None and p not in only:
+                    continue
+                out.append((_PART_PREFIX + str(p).encode(), encode_state({
+                    "partition": p, "offset": self.part_offset.get(p, -1),
+                    "invalid": self.invalid.get(p, 0),
+                })))
+            if only is None:
+                self._touched_benches.clear()
+                self._touched_parts.clear()
+            else:
+                self._touched_benches = {b for b in self._touched_benches
+                                         if self.bench_partition[b] not in only}
+                self._touched_parts -= only
         return out
 
-    def counters(self) -> dict[str, int]:
-        """Durable-consistent totals: accepted/duplicate/conflict of the monitors, invalid."""
-        tot = {"accepted": 0, "duplicate": 0, "conflict": 0}
-        for mon in self.monitors.values():
-            for k, v in mon.counters.items():
-                tot[k] += v
-        tot["invalid"] = sum(self.invalid.values())
+    def resume_offsets(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """The next source offset of each (given) partition: what a commit should store."""
+        only = None if partitions is None else set(partitions)
+        with self.host.lock:
+            return {p: off + 1 for p, off in self.part_offset.items()
+                    if only is None or p in only}
+
+    def counters(self, partitions: Iterable[int] | None = None) -> dict[str, int]:
+        """Durable-consistent totals (accepted/duplicate/conflict of the monitors, invalid) of
+        the given partitions (all owned when omitted)."""
+        only = None if partitions is None else set(partitions)
+        with self.host.lock:
+            names = [b for b, p in self.bench_partition.items() if only is None or p in only]
+            tot = self.host.counters(names)
+            tot["invalid"] = sum(n for p, n in self.invalid.items() if only is None or p in only)
         return tot

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from monitor.contracts import DeadLetter, ItemResult
+from monitor.sinks.prometheus import change_kind
 
 SCHEMA_VERSION = 1
 
@@ -47,11 +48,6 @@ _EVENTS: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 def _events_json(results: Sequence[ItemResult]) -> bytes:
     """The accepted events of one batch as one JSON array (defaults left out)."""
     return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
-
-
-def change_kind(change: Any) -> str:
-    """``resolution`` or ``ranking``: the kind label of a change event."""
-    return "ranking" if type(change).__name__ == "RankingChange" else "resolution"
 
 
 class SqliteStore:

@@ -1,26 +1,29 @@
 """Prometheus metrics of the live monitor (names are a contract: DESIGN §2).
 
-Two parts, both created against an injected ``CollectorRegistry``:
+Three parts, all created against an injected ``CollectorRegistry``:
 
 - :class:`Metrics` holds what only the runner knows — event outcomes (including ``invalid``,
-  which never reaches the core), state changes delivered, and the processing lag.
+  which never reaches the core), state changes delivered, and the processing lag;
+  :meth:`Metrics.observe` is the one way they are counted (the runner host calls it).
 - :class:`MonitorCollector` produces the per-pair and per-ranking gauges at scrape time from
   the monitor's current state, so a pair that stops being adjacent (or a benchmark that is
   gone) leaves no stale series behind.
+- :class:`MonitorsCollector` merges those gauges over the per-benchmark monitors of a runner.
 
 All values are in base units (items, score differences, seconds).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.core import ApplyResult, Monitor
+from monitor.contracts import RankingChange, ResolutionChange
+from monitor.core import CoreConfig, Monitor
 
 #: Every metric name the monitor exports (the exposition names).
 METRIC_NAMES = (
@@ -51,9 +54,9 @@ _PAIR_LABELS = ("benchmark", "model_a", "model_b")
 _MODEL_LABELS = ("benchmark", "model", "kind")
 
 
-def change_kind(change: Any) -> str:
-    """``resolution`` or ``ranking``: the ``kind`` label of a change event."""
-    return "ranking" if type(change).__name__ == "RankingChange" else "resolution"
+def change_kind(change: ResolutionChange | RankingChange) -> str:
+    """``resolution`` or ``ranking``: the ``kind`` label (and stored kind) of a change event."""
+    return "ranking" if isinstance(change, RankingChange) else "resolution"
 
 
 class Metrics:
@@ -98,22 +101,39 @@ class Metrics:
                 for kind in CHANGE_KINDS:
                     self.state_changes_total.labels(benchmark=bench, kind=kind)
 
-    def observe(self, result: ApplyResult | None, *, invalid: int = 0,
+    def observe(self, counts: Mapping[str, int] | None = None,
+                changes: Sequence[ResolutionChange | RankingChange] = (), *,
                 lag_seconds: float | None = None) -> None:
-        """Count one batch: its outcomes, ``invalid`` rejected before the core, its changes."""
-        if result is not None:
-            self.ensure_benchmarks({change.benchmark for change in result.changes})
-            for outcome in ("accepted", "duplicate", "conflict"):
-                n = result.count(outcome)
+        """Count delivered work: results per outcome, change events, one batch's lag.
+
+        ``counts`` maps outcomes (:data:`OUTCOMES`) to numbers of results; other keys (a
+        runner's own tallies, such as skipped redeliveries) are not metrics and are ignored.
+        """
+        if counts:
+            for outcome in OUTCOMES:
+                n = counts.get(outcome, 0)
                 if n:
                     self.events_total.labels(outcome=outcome).inc(n)
-            for change in result.changes:
+        if changes:
+            self.ensure_benchmarks({change.benchmark for change in changes})
+            for change in changes:
                 self.state_changes_total.labels(benchmark=change.benchmark,
                                                 kind=change_kind(change)).inc()
-        if invalid:
-            self.events_total.labels(outcome="invalid").inc(invalid)
         if lag_seconds is not None:
             self.processing_lag_seconds.observe(lag_seconds)
+
+    def restore(self, counts: Mapping[str, int],
+                change_counts: Mapping[tuple[str, str], int] | None = None) -> None:
+        """Start the counters from durable totals (outcomes; changes per (benchmark, kind)).
+
+        Counters of a restarted process continue from the state it restored instead of
+        falling back to 0, so ``increase()`` over a restart sees no reset.
+        """
+        self.observe(counts)
+        for (bench, kind), n in (change_counts or {}).items():
+            self.ensure_benchmarks([bench])
+            if n:
+                self.state_changes_total.labels(benchmark=bench, kind=kind).inc(n)
 
 
 class MonitorCollector(Collector):
@@ -189,17 +209,48 @@ class MonitorCollector(Collector):
                 continue
             rk_resolved.add_metric([bench], 1.0 if table.resolved() else 0.0)
             rk_unresolved.add_metric([bench], float(table.unresolved_pairs()))
-            pairs = table.adjacent() if self.which == "adjacent" else table.all_pairs()
-            table.anytime(pairs)
-            for a, b in pairs:
-                fig = table.pair_dict(a, b)
-                labels = [bench, table.models[a], table.models[b]]
-                items.add_metric(labels, float(fig["n"]))  # type: ignore[arg-type]
-                delta.add_metric(labels, float(fig["delta"]))  # type: ignore[arg-type]
-                e_value.add_metric(labels, float(fig["e_value"]))  # type: ignore[arg-type]
-                for kind, key in (("fixed", "q"), ("cluster", "q_cluster"),
-                                  ("anytime", "q_anytime")):
-                    ratio.add_metric([*labels, kind], float(fig[key]))  # type: ignore[arg-type]
-                resolved.add_metric(labels, 0.0 if fig["verdict"] == "unresolved" else 1.0)
+            for view in self.monitor.pair_views(bench, self.which):
+                fig = view.figures
+                labels = [bench, view.model_a, view.model_b]
+                items.add_metric(labels, float(fig.n))
+                delta.add_metric(labels, fig.delta)
+                e_value.add_metric(labels, fig.e_value)
+                for kind, value in (("fixed", fig.q), ("cluster", fig.q_grouped),
+                                    ("anytime", fig.q_anytime)):
+                    if value is not None:
+                        ratio.add_metric([*labels, kind], value)
+                resolved.add_metric(labels, 0.0 if view.verdict == "unresolved" else 1.0)
         yield from (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved,
                     flip_rate, flip_pairs, excluded)
+
+
+class MonitorsCollector(Collector):
+    """The gauges of :class:`MonitorCollector` over several monitors (one per benchmark).
+
+    ``monitors`` returns the current monitors; it is called under ``lock``, the lock the
+    runner holds while it changes them.
+    """
+
+    def __init__(self, monitors: Callable[[], Iterable[Monitor]], config: CoreConfig,
+                 lock: threading.RLock) -> None:
+        self.monitors = monitors
+        self.config = config
+        self.lock = lock
+
+    def describe(self) -> Iterable[Metric]:
+        return list(MonitorCollector(Monitor(self.config)).describe())
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        with self.lock:
+            for mon in list(self.monitors()):
+                for fam in MonitorCollector(mon).collect():
+                    have = merged.get(fam.name)
+                    if have is None:
+                        merged[fam.name] = fam
+                    else:
+                        have.samples.extend(fam.samples)
+        if not merged:
+            yield from self.describe()
+            return
+        yield from merged.values()

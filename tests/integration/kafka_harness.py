@@ -241,10 +241,11 @@ def offline_monitors(records: list[Any], config: Any) -> dict[str, Any]:
 
 def worker_state(bootstrap: str, config: Any) -> Any:
     """A WorkerCore rebuilt from the state topic, owning every partition."""
+    from monitor.runners.host import MonitorHost
     from monitor.runners.kafka_core import STATE_TOPIC, WorkerCore
 
     state = [(r.key, r.value) for r in read_topic(bootstrap, STATE_TOPIC)]
-    core = WorkerCore(config)
+    core = WorkerCore(MonitorHost(config, eval_interval=0.0))
     core.restore(state, range(64))
     return core
 

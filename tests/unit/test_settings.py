@@ -67,8 +67,6 @@ def test_bad_values_are_config_errors(tmp_path: Path) -> None:
 
 
 def test_leak_suspect_exclusion_on_by_default_and_off_on_request(tmp_path: Path) -> None:
-    from monitor.runners.embedded import _core_config
-
-    assert _core_config(Settings.build(db=tmp_path / "a.db")).exclude_flags == ("leak-suspect",)
+    assert Settings.build(db=tmp_path / "a.db").core_config().exclude_flags == ("leak-suspect",)
     off = Settings.build(db=tmp_path / "a.db", include_leak_suspect=True)
-    assert _core_config(off).exclude_flags == ()
+    assert off.core_config().exclude_flags == ()

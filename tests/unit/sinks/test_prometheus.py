@@ -47,7 +47,8 @@ def test_exposes_exactly_the_contract_names() -> None:
     mon, metrics, registry = setup()
     res = mon.apply([ev(i, m, float(s)) for i in range(40)
                      for m, s in (("a", 1), ("b", i % 2), ("c", 0))])
-    metrics.observe(res, invalid=3, lag_seconds=0.002)
+    counts = {o: res.count(o) for o in ("accepted", "duplicate", "conflict")}
+    metrics.observe({**counts, "invalid": 3, "skipped": 7}, res.changes, lag_seconds=0.002)
     got = scrape(registry)
     assert set(got) == CONTRACT | EXTRA == set(METRIC_NAMES)
     events = {s[0]["outcome"]: s[1] for s in got["llm_monitor_events_total"]}

@@ -1,0 +1,289 @@
+"""The runner host: what every live runner does, written once.
+
+:class:`MonitorHost` holds one :class:`~monitor.core.Monitor` per benchmark, the Prometheus
+metrics of the process (:class:`~monitor.sinks.prometheus.Metrics` plus the scrape-time
+gauges), restores counters at start, decides when verdicts are evaluated (the cadence), and
+is the one path of invalid input (:meth:`MonitorHost.on_invalid`). A runner adds only its
+transport — how bytes arrive and how outputs leave: aiohttp + SQLite
+(:mod:`monitor.runners.embedded`), kafka-python (:mod:`monitor.runners.kafka_worker`) or
+Faust (:mod:`monitor.runners.faust_app`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
+from monitor.core import ApplyResult, CoreConfig, Monitor
+from monitor.sinks.prometheus import Metrics, MonitorsCollector
+
+Change = ResolutionChange | RankingChange
+
+#: Outcomes the core decides; ``invalid`` is decided (and counted) by :meth:`MonitorHost.on_invalid`.
+CORE_OUTCOMES = ("accepted", "duplicate", "conflict")
+
+#: At most this many dead letters a second are logged; the rest are counted in one line.
+LOG_PER_SECOND = 20
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class MonitorHost:
+    """Monitors, metrics, evaluation cadence and error routing of one runner process.
+
+    Parameters
+    ----------
+    config
+        Options of every monitor (``Settings.core_config()``).
+    eval_interval
+        Verdicts are evaluated at most this often (seconds) while results stream in; the
+        runner calls :meth:`evaluate_if_due` after each batch and on a timer, so results
+        that arrive within an interval are evaluated once the stream pauses. 0: every batch.
+    registry
+        Where the metrics are created (a fresh one when omitted).
+    log, clock
+        Where dead letters are logged (stderr) and the monotonic clock of the cadence.
+
+    ``lock`` guards the monitors: the host takes it itself; a runner whose transport calls
+    in from several threads (a rebalance listener, a metrics server) holds it around
+    multi-step operations.
+    """
+
+    def __init__(self, config: CoreConfig, *, eval_interval: float,
+                 registry: CollectorRegistry | None = None,
+                 log: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if eval_interval < 0:
+            raise ValueError(f"`eval_interval` must not be negative, got {eval_interval}")
+        self.config = config
+        self.eval_interval = eval_interval
+        self.monitors: dict[str, Monitor] = {}
+        self.lock = threading.RLock()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.registry.register(MonitorsCollector(lambda: self.monitors.values(), config,
+                                                 self.lock))
+        self._log = log if log is not None else _stderr
+        self._clock = clock
+        self._last_eval = clock()
+        self._log_window = (0, 0)  # (second, dead letters logged in it)
+        self._unlogged = 0
+
+    # -- monitors --------------------------------------------------------------------------
+    def monitor(self, benchmark: str) -> Monitor:
+        """The monitor of ``benchmark`` (created empty on first use)."""
+        mon = self.monitors.get(benchmark)
+        if mon is None:
+            with self.lock:
+                mon = self.monitors.setdefault(benchmark, Monitor(self.config))
+        return mon
+
+    def benchmarks(self) -> list[str]:
+        """Benchmark names in order of first appearance."""
+        return list(self.monitors)
+
+    def put(self, benchmark: str, monitor: Monitor) -> None:
+        """Install a restored monitor (e.g. from a snapshot) for ``benchmark``."""
+        with self.lock:
+            self.monitors[benchmark] = monitor
+
+    def drop(self, benchmarks: Iterable[str] | None = None) -> None:
+        """Forget ``benchmarks`` (all when omitted); their metrics series go with them."""
+        with self.lock:
+            if benchmarks is None:
+                self.monitors = {}
+            else:
+                for name in benchmarks:
+                    self.monitors.pop(name, None)
+
+    def counters(self, benchmarks: Iterable[str] | None = None) -> dict[str, int]:
+        """Totals of accepted, duplicate and conflict results over the monitors."""
+        names = self.monitors if benchmarks is None else benchmarks
+        out = dict.fromkeys(CORE_OUTCOMES, 0)
+        with self.lock:
+            for name in names:
+                mon = self.monitors.get(name)
+                if mon is not None:
+                    for k, v in mon.counters.items():
+                        out[k] += v
+        return out
+
+    # -- stepping --------------------------------------------------------------------------
+    def apply(self, events: Sequence[ItemResult], *, sources: Sequence[str] | None = None,
+              index: Sequence[int] | None = None) -> ApplyResult:
+        """Fold a batch into the benchmarks' monitors, without evaluating verdicts.
+
+        Outcomes come back in the order of ``events``. Dead letters (conflicts) are numbered
+        by ``index`` — the numbers the sender knows its events by (default: position in the
+        batch) — and carry ``sources[i]``.
+        """
+        num = range(len(events)) if index is None else index
+        groups: dict[str, list[int]] = {}
+        for i, ev in enumerate(events):
+            groups.setdefault(ev.benchmark, []).append(i)
+        outcomes: list[Any] = [None] * len(events)
+        letters: list[DeadLetter] = []
+        with self.lock:
+            for name, rows in groups.items():
+                whole = len(groups) == 1
+                batch = events if whole else [events[i] for i in rows]
+                srcs = sources if whole or sources is None else [sources[i] for i in rows]
+                result = self.monitor(name).apply(batch, sources=srcs, evaluate=False)
+                for i, o in zip(rows, result.outcomes, strict=True):
+                    outcomes[i] = o
+                for letter in result.dead_letters:
+                    # The core numbers events inside the batch it was given.
+                    k = letter.index if letter.index is not None else 0
+                    n = num[rows[k]]
+                    letters.append(letter.model_copy(update={
+                        "index": n,
+                        "detail": letter.detail.replace(f"event {k}:", f"event {n}:", 1),
+                    }))
+        letters.sort(key=lambda d: d.index if d.index is not None else -1)
+        return ApplyResult(outcomes=outcomes, dead_letters=letters, changes=[])
+
+    @property
+    def dirty(self) -> bool:
+        """True when results were applied that are not yet evaluated."""
+        return any(mon.dirty for mon in list(self.monitors.values()))
+
+    def evaluate_if_due(self, *, force: bool = False) -> list[Change]:
+        """Verdict changes of the monitors with unevaluated results, at most every interval.
+
+        ``force`` evaluates now (start-up, shutdown). Every evaluation happens between two
+        batches, so it is a stopping time of the stream and the e-process guarantees hold.
+        """
+        with self.lock:
+            if not self.dirty:
+                return []
+            now = self._clock()
+            if not force and now - self._last_eval < self.eval_interval:
+                return []
+            self._last_eval = now
+            changes: list[Change] = []
+            for mon in list(self.monitors.values()):
+                if mon.dirty:
+                    changes.extend(mon.evaluate())
+            return changes
+
+    # -- metrics ---------------------------------------------------------------------------
+    def observe(self, counts: Mapping[str, int] | None = None, changes: Sequence[Change] = (),
+                *, lag_seconds: float | None = None) -> None:
+        """Count what the runner delivered: core outcomes, change events, the batch's lag.
+
+        Call it once the outputs are stored or sent. Only the core outcomes of ``counts``
+        are counted here; invalid input was counted by :meth:`on_invalid` when rejected.
+        """
+        core = None if counts is None else {k: counts.get(k, 0) for k in CORE_OUTCOMES}
+        if len(self.monitors) != self.metrics.benchmarks_seen:
+            # A benchmark's change series exist (at 0) before its first change is counted.
+            self.metrics.ensure_benchmarks(self.benchmarks())
+        self.metrics.observe(core, changes, lag_seconds=lag_seconds)
+
+    def restore_counters(self, counts: Mapping[str, int],
+                         change_counts: Mapping[tuple[str, str], int] | None = None) -> None:
+        """Continue the counters from durable totals (outcomes incl. ``invalid``; changes)."""
+        self.metrics.restore(counts, change_counts)
+        self.metrics.ensure_benchmarks(self.benchmarks())
+
+    def serve_metrics(self, addr: str, port: int) -> Any:
+        """Serve the registry on ``http://addr:port/metrics`` from a thread (0: a free port).
+
+        Returns the server (``shutdown()`` stops it); the address is announced on stderr.
+        """
+        server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        self._log(f"llm-monitor: metrics on http://{addr}:{server.server_address[1]}/metrics")
+        return server
+
+    # -- invalid input ---------------------------------------------------------------------
+    def on_invalid(self, reason: str, detail: str, payload: str, *, source: str,
+                   index: int | None = None) -> DeadLetter:
+        """The one path of rejected input: counted, logged with its source, a dead letter.
+
+        ``reason`` is machine-readable (see :class:`monitor.contracts.DeadLetter`); ``source``
+        says where the input came from (``topic/partition/offset``, ``http[3]``, a file
+        line). The runner delivers the returned letter with the batch's other outputs.
+        """
+        self.metrics.observe({"invalid": 1})
+        self._log_dead_letter(f"llm-monitor: dead letter {source}: {reason}: {detail[:200]}")
+        return dead_letter(reason, detail, payload, source=source, index=index)
+
+    def _log_dead_letter(self, line: str) -> None:
+        second = int(self._clock())
+        window, logged = self._log_window
+        if second != window:
+            if self._unlogged:
+                self._log(f"llm-monitor: {self._unlogged} more dead letters not logged")
+            window, logged, self._unlogged = second, 0, 0
+        if logged < LOG_PER_SECOND:
+            self._log(line)
+            logged += 1
+        else:
+            self._unlogged += 1
+        self._log_window = (window, logged)
+
+    # -- change log reconciliation -----------------------------------------------------------
+    def reconcile(self, rebuilt: Sequence[Change],
+                  pairs: Mapping[tuple[str, frozenset[str]], str],
+                  rankings: Mapping[str, tuple[tuple[str, ...], bool]]) -> list[Change]:
+        """The changes a durable change log misses, given the state rebuilt from its results.
+
+        ``rebuilt`` are the changes of fresh monitors (relative to "nothing resolved");
+        ``pairs`` and ``rankings`` the last logged verdict of each pair (keyed by benchmark
+        and model set) and the last logged ranking (models best first, resolved).
+        """
+        open_pairs = dict(pairs)
+        missing: list[Change] = []
+        for ch in rebuilt:
+            if isinstance(ch, ResolutionChange):
+                prev = open_pairs.pop((ch.benchmark, frozenset((ch.model_a, ch.model_b))),
+                                      "unresolved")
+                if prev != ch.verdict:
+                    missing.append(ch.model_copy(update={"previous": prev}))
+            elif rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
+                missing.append(ch)
+        # Pairs the log has as resolved that the rebuilt state has not resolved.
+        for (bench, pair), prev in open_pairs.items():
+            mon = self.monitors.get(bench)
+            if prev == "unresolved" or mon is None:
+                continue
+            change = lost_resolution(mon, bench, pair, previous=prev)
+            if change is not None:
+                missing.append(change)
+        return missing
+
+
+def lost_resolution(monitor: Monitor, benchmark: str, pair: frozenset[str], *,
+                    previous: str) -> ResolutionChange | None:
+    """The change event of a pair whose current verdict differs from the logged ``previous``.
+
+    The one place a runner builds a :class:`ResolutionChange` itself (from the monitor's pair
+    figures); every other change event comes from the core.
+    """
+    for fig in monitor.pairs(benchmark, "all"):
+        if frozenset((fig["model_a"], fig["model_b"])) == pair:
+            return ResolutionChange(
+                change_id=0, benchmark=benchmark, model_a=fig["model_a"],
+                model_b=fig["model_b"], previous=previous, verdict=fig["verdict"],
+                n=int(fig["n"]), delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
+                cs_high=_finite(fig["cs_high"]), e_value=_finite(fig["e_value"]),
+                q=_finite(fig["q"]), q_cluster=_finite(fig["q_cluster"]),
+                q_anytime=_finite(fig["q_anytime"]), mde=_finite(fig["mde"]),
+                ts=datetime.now(UTC),
+            )
+    return None
+
+
+def _finite(value: Any) -> float | None:
+    f = float(value)
+    return f if math.isfinite(f) else None

@@ -1,0 +1,148 @@
+"""The HTTP face of the embedded runner (aiohttp): ingest, queries, /metrics and /healthz.
+
+Routes only translate requests to :class:`~monitor.runners.embedded.EmbeddedService` calls
+and results to JSON; a bearer token, when set, guards every route but ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from monitor.contracts import jsonable
+from monitor.runners.embedded import EXCLUDED_IDS_CAP, EmbeddedService
+
+_PUBLIC_PATHS = frozenset({"/healthz"})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(data: Any, *, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(jsonable(data), allow_nan=False), status=status,
+        content_type="application/json",
+    )
+
+
+def _error(status: int, reason: str, detail: str) -> web.Response:
+    return _json({"error": reason, "detail": detail}, status=status)
+
+
+def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _PUBLIC_PATHS:
+            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, expected):
+                resp = _error(401, "unauthorized", "missing or wrong bearer token")
+                resp.headers["WWW-Authenticate"] = 'Bearer realm="llm-monitor"'
+                return resp
+        return await handler(request)
+
+    return auth
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    buf = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):
+        buf += chunk
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
+
+
+def _int_param(request: web.Request, name: str, default: int, *, lo: int, hi: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": "bad-parameter", "detail": f"{name} must be an integer"}),
+            content_type="application/json") from None
+    return min(max(value, lo), hi)
+
+
+def build_app(service: EmbeddedService) -> web.Application:
+    """The aiohttp application: ingest, queries, /metrics and /healthz."""
+    settings = service.settings
+    middlewares = []
+    if settings.token is not None:
+        middlewares.append(_auth_middleware(settings.token.get_secret_value()))
+    # The body is read by _read_limited; client_max_size is only a second fence.
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes + 1)
+    limit = settings.max_body_bytes
+
+    async def post_results(request: web.Request) -> web.StreamResponse:
+        body = await _read_limited(request, limit)
+        if body is None:
+            service.reject_body("too-large", f"request body over {limit} bytes")
+            resp = _error(413, "too-large", f"request body over the limit of {limit} bytes")
+            resp.force_close()  # the rest of the body is never read
+            return resp
+        try:
+            report = service.ingest_body(body, source="http")
+        except Exception as exc:  # storage failure: the batch was not acknowledged
+            print(f"llm-monitor: ingest failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return _error(503, "unavailable", "the batch was not stored; retry")
+        valid = report.accepted + report.duplicate + report.conflict
+        return _json(report.as_dict(), status=202 if valid or not report.invalid else 400)
+
+    def per_benchmark(query: Callable[[web.Request, str], Any]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            bench = request.match_info["benchmark"]
+            if bench not in service.benchmarks():
+                return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
+            return _json(query(request, bench))
+        return handler
+
+    def contamination(request: web.Request, bench: str) -> Any:
+        cap = _int_param(request, "limit", EXCLUDED_IDS_CAP, lo=0, hi=100_000)
+        return service.contamination(bench, limit=cap)
+
+    async def get_benchmarks(request: web.Request) -> web.StreamResponse:
+        return _json({"benchmarks": service.benchmarks()})
+
+    async def get_changes(request: web.Request) -> web.StreamResponse:
+        since = _int_param(request, "since", 0, lo=0, hi=2**62)
+        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        changes = service.store.changes_since(since, limit=limit,
+                                              benchmark=request.query.get("benchmark"))
+        last = changes[-1]["change_id"] if changes else since
+        return _json({"changes": changes, "next_since": last})
+
+    async def get_dead_letters(request: web.Request) -> web.StreamResponse:
+        since = _int_param(request, "since", 0, lo=0, hi=2**62)
+        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        return _json({"dead_letters": service.store.dead_letters(since=since, limit=limit)})
+
+    async def get_metrics(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=service.metrics_text(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        return _json({"status": "ok", "uptime_seconds": time.time() - service.started})
+
+    bench = "/v1/benchmarks/{benchmark:.+}"
+    app.router.add_post("/v1/results", post_results)
+    app.router.add_get("/v1/benchmarks", get_benchmarks)
+    app.router.add_get(f"{bench}/ranking", per_benchmark(lambda _, b: service.ranking(b)))
+    app.router.add_get(f"{bench}/stability", per_benchmark(lambda _, b: service.stability(b)))
+    app.router.add_get(f"{bench}/contamination", per_benchmark(contamination))
+    app.router.add_get("/v1/changes", get_changes)
+    app.router.add_get("/v1/dead-letters", get_dead_letters)
+    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/healthz", healthz)
+    return app
