@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from monitor.core.table import PairTable
 
 FloatArray = NDArray[np.float64]
 
@@ -52,110 +53,6 @@ def single_thread_blas() -> Iterator[None]:
         yield
 
 
-@dataclass(frozen=True)
-class PairTable:
-    """All pair statistics of one benchmark after a batch, as (k × k) arrays over models.
-
-    Entry [a, b] describes model a against model b (delta = mean a − mean b on the paired
-    items); ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise.
-    """
-
-    models: tuple[str, ...]
-    counts: NDArray[np.int64]
-    means: FloatArray
-    order: tuple[int, ...]  # indices of active models, best first
-    m: int
-    family_alpha: float
-    e_alpha: float
-    binary: bool
-    n: FloatArray
-    s: FloatArray
-    v: FloatArray
-    n11: FloatArray
-    n10: FloatArray
-    n01: FloatArray
-    n00: FloatArray
-    delta: FloatArray
-    sigma2: FloatArray
-    log_e: FloatArray
-    q: FloatArray
-    de: FloatArray
-    q_cluster: FloatArray
-    mde: FloatArray
-    code: NDArray[np.int8]
-    power: float
-    # cs_low, cs_high and q_anytime need root finding, so they are computed per pair on
-    # demand (for the pairs reported or changed) and cached here.
-    _anytime: dict[tuple[int, int], tuple[float, float, float]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-    def anytime(self, pairs: list[tuple[int, int]]) -> None:
-        """Compute and cache the confidence sequence and q_AV of ``pairs``."""
-        from monitor.core.evaluate import anytime_figures
-
-        todo = [p for p in pairs if p not in self._anytime]
-        if not todo:
-            return
-        fig = anytime_figures(self, todo)
-        for j, p in enumerate(todo):
-            self._anytime[p] = (float(fig["cs_low"][j]), float(fig["cs_high"][j]),
-                                float(fig["q_anytime"][j]))
-
-    def adjacent(self) -> list[tuple[int, int]]:
-        """Adjacent pairs (higher ranked, lower ranked) of the ranking."""
-        return list(zip(self.order[:-1], self.order[1:], strict=True))
-
-    def all_pairs(self) -> list[tuple[int, int]]:
-        """Every pair of active models, the higher ranked first."""
-        o = self.order
-        return [(o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o))]
-
-    def resolved(self) -> bool:
-        """Every adjacent pair resolved in the ranking's direction (and at least two models)."""
-        adj = self.adjacent()
-        return bool(adj) and all(self.code[a, b] == 1 for a, b in adj)
-
-    def unresolved_pairs(self) -> int:
-        """Adjacent pairs not resolved in the ranking's direction."""
-        return sum(1 for a, b in self.adjacent() if self.code[a, b] != 1)
-
-    def verdict(self, a: int, b: int) -> str:
-        """``unresolved`` or ``resolved:<model>`` for the pair (a, b)."""
-        c = int(self.code[a, b])
-        if c == 0:
-            return "unresolved"
-        return f"resolved:{self.models[a] if c > 0 else self.models[b]}"
-
-    def pair_dict(self, a: int, b: int) -> dict[str, object]:
-        """Plain figures of the pair (a, b); non-finite values are left to the caller's JSON."""
-        n = round(float(self.n[a, b]))
-        out: dict[str, object] = {
-            "model_a": self.models[a],
-            "model_b": self.models[b],
-            "verdict": self.verdict(a, b),
-            "n": n,
-        }
-        self.anytime([(a, b)])
-        low, high, q_av = self._anytime[(a, b)]
-        out["delta"] = float(self.delta[a, b])
-        out["cs_low"], out["cs_high"] = low, high
-        for key in ("q", "q_cluster"):
-            out[key] = float(getattr(self, key)[a, b])
-        out["q_anytime"] = q_av
-        out["mde"] = float(self.mde[a, b])
-        out["de"] = float(self.de[a, b])
-        with np.errstate(over="ignore"):  # a huge e-value is reported as inf
-            out["e_value"] = float(np.exp(self.log_e[a, b]))
-        out["log_e"] = float(self.log_e[a, b])
-        out["s"] = float(self.s[a, b])
-        out["v"] = float(self.v[a, b])
-        if self.binary:
-            out.update({k: round(float(getattr(self, k)[a, b]))
-                        for k in ("n11", "n10", "n01", "n00")})
-        return out
-
-
 class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
     the per-cluster Gram matrices of the items not excluded from resolution."""
@@ -172,7 +69,9 @@ class BenchmarkState:
         self.group = np.zeros(256, dtype=np.int32)
         self.excluded_rows = np.zeros(256, dtype=bool)
         self.grams: FloatArray = np.zeros((1, 4, 8, 8))
-        self.n_nonbinary = 0
+        # Accepted scores other than 0/1 per model column: a pair is binary (McNemar
+        # e-process) while both of its columns have none.
+        self.nonbinary: NDArray[np.int64] = np.zeros(8, dtype=np.int64)
         # Flags and exclusion: a queryable seam for the audit tools.
         self.flagged: dict[str, set[str]] = {}
         self.excluded: set[str] = set()
@@ -234,6 +133,8 @@ class BenchmarkState:
             codes = np.zeros((cap, cap), dtype=np.int8)
             codes[:c, :c] = self.codes
             self.codes = codes
+            self.nonbinary = np.concatenate([self.nonbinary,
+                                             np.zeros(cap - c, dtype=np.int64)])
         self.model_col[model] = c
         self.models.append(model)
         return c

@@ -11,10 +11,9 @@ m = k(k − 1)/2, k the models ranked), the anytime verdict is e-Bonferroni — 
 resolved when E_n ≥ m/α — and its confidence sequence is at level α/m. The fixed-N figures
 (q, q_cluster, MDE) use ``family_alpha(α, m, method=correction)``.
 
-Cluster-robust design effect: DE = Var_cr(D̄) / Var_iid(D̄), Var_cr = Σ_c (S_c − n_c D̄)² / N²
-with S_c, n_c the sum of D and the paired count in cluster c, Var_iid = σ̂_D² / N. Items
-without a cluster label count as clusters of their own (so no labels gives DE = 1), and
-DE = 1 when σ̂_D² = 0 — the same conventions as ``monitor.stats.clusters.design_effect``.
+Every figure comes from the pair kernel (:func:`monitor.stats.figures.pair_figures`), the
+same function the offline report calls. Items without a cluster label count as clusters of
+their own (so no labels gives DE = 1).
 """
 
 from __future__ import annotations
@@ -23,9 +22,10 @@ import math
 
 import numpy as np
 
-from monitor.core.board import SX, SX2, UNCLUSTERED, BenchmarkState, N, P, PairTable
+from monitor.core.board import SX, SX2, UNCLUSTERED, BenchmarkState, N, P
 from monitor.core.config import CoreConfig
-from monitor.stats import power as pw
+from monitor.core.table import PairTable
+from monitor.stats.figures import GroupSums, PairSums, pair_figures
 from monitor.stats.multiplicity import family_alpha
 
 
@@ -36,19 +36,31 @@ def family_size(k: int, family: str) -> int:
     return max(k - 1, 1)
 
 
-def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
-    """Recompute every pair statistic and verdict of ``state`` from its Gram matrices."""
-    from monitor.stats import eprocess as ep  # the anytime layer
+def pair_sums(state: BenchmarkState) -> PairSums:
+    """The (k × k) grid of pair sums of ``state``, flattened row by row (entry a·k + b).
 
+    Pair (a, b) is binary when neither model has a score other than 0 or 1.
+    """
     k = state.k
     grams = state.grams[:, :, :k, :k]
     total = grams.sum(axis=0)
-    n, sx, pp, sx2 = total[N], total[SX], total[P], total[SX2]
-    s = sx - sx.T
-    v = sx2 + sx2.T - 2.0 * pp
-    counts = np.rint(np.diag(n)).astype(np.int64)
+    sx, sx2 = total[SX], total[SX2]
+    binary_col = state.nonbinary[:k] == 0
+    return PairSums.build(
+        n=total[N].ravel(), sa=sx.ravel(), sb=sx.T.ravel(), saa=sx2.ravel(),
+        sbb=sx2.T.ravel(), sab=total[P].ravel(),
+        binary=(binary_col[:, None] & binary_col[None, :]).ravel(),
+        groups=_cluster_sums(grams),
+    )
+
+
+def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
+    """Every pair figure and verdict of ``state`` (the kernel over its Gram matrices)."""
+    k = state.k
+    sums = pair_sums(state)
+    counts = np.rint(np.diag(sums.n.reshape(k, k))).astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        means = np.where(counts > 0, np.diag(sx) / counts, np.nan)
+        means = np.where(counts > 0, np.diag(sums.sa.reshape(k, k)) / counts, np.nan)
     models = tuple(state.models)
     active = [i for i in range(k) if counts[i] > 0]
     order = tuple(sorted(active, key=lambda i: (-means[i], models[i])))
@@ -56,99 +68,37 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     m = family_size(len(order), config.family)
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
     e_alpha = config.alpha / m
-    binary = state.n_nonbinary == 0
+    fig = pair_figures(sums, alpha=fam_alpha, power=config.power, e_alpha=e_alpha,
+                       intervals=False)
 
-    n11 = pp
-    n10 = sx - pp
-    n01 = sx.T - pp
-    n00 = n - n11 - n10 - n01
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        delta = np.where(n > 0, s / n, np.nan)
-        sigma2 = np.where(n > 0, np.maximum(v / np.where(n > 0, n, 1.0) - delta * delta, 0.0),
-                          np.nan)
-        if binary:
-            log_e = np.asarray(ep.log_e_mcnemar(np.maximum(n10, 0.0), np.maximum(n01, 0.0)),
-                               dtype=float)
-        else:
-            log_e = np.asarray(ep.log_e_bounded(n, s, v), dtype=float)
-        log_e = np.where(n > 0, log_e, 0.0)
-
-        d0 = np.where(n > 0, delta, 0.0)
-        s0 = np.where(n > 0, sigma2, 0.0)
-        q = _ratio(n, pw.n_star(d0, s0, alpha=fam_alpha, power=config.power))
-        mde = np.where(n > 0, pw.mde(s0, n, alpha=fam_alpha, power=config.power), np.nan)
-
-        de = _design_effect(grams, n, s, v, d0, s0)
-        q_cluster = np.where(de > 0, q / np.where(de > 0, de, 1.0), np.where(q > 0, np.inf, 0.0))
-
-    threshold = math.log(1.0 / e_alpha)
-    resolved = (n > 0) & (log_e >= threshold) & (d0 != 0)
-    code = (np.sign(d0) * resolved).astype(np.int8)
+    n = fig.n.reshape(k, k)
+    delta = np.where(n > 0, fig.delta.reshape(k, k), 0.0)
+    resolved = (n > 0) & (fig.log_e.reshape(k, k) >= math.log(1.0 / e_alpha)) & (delta != 0)
+    code = (np.sign(delta) * resolved).astype(np.int8)
     np.fill_diagonal(code, 0)
     return PairTable(
         models=models, counts=counts, means=means, order=order, m=m,
-        family_alpha=fam_alpha, e_alpha=e_alpha, binary=binary,
-        n=n, s=s, v=v, n11=n11, n10=n10, n01=n01, n00=n00,
-        delta=delta, sigma2=sigma2, log_e=log_e,
-        q=q, de=de, q_cluster=q_cluster, mde=mde, code=code, power=config.power,
+        family_alpha=fam_alpha, e_alpha=e_alpha, power=config.power,
+        sums=sums, figures=fig, code=code,
     )
 
 
-def anytime_figures(table: PairTable, pairs: list[tuple[int, int]]) -> dict[str, np.ndarray]:
-    """Confidence sequence and q_AV of the given pairs (solved numerically, so on demand)."""
-    from monitor.stats import eprocess as ep
-
-    a = np.asarray([p[0] for p in pairs], dtype=np.int64)
-    b = np.asarray([p[1] for p in pairs], dtype=np.int64)
-    n = table.n[a, b]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if table.binary:
-            low, high = ep.cs_mcnemar(
-                np.maximum(table.n11[a, b], 0.0), np.maximum(table.n10[a, b], 0.0),
-                np.maximum(table.n01[a, b], 0.0), np.maximum(table.n00[a, b], 0.0),
-                alpha=table.e_alpha,
-            )
-        else:
-            low, high = ep.cs_bounded(n, table.s[a, b], table.v[a, b], alpha=table.e_alpha)
-        d0 = np.where(n > 0, table.delta[a, b], 0.0)
-        s0 = np.where(n > 0, table.sigma2[a, b], 0.0)
-        nav = np.asarray(ep.n_star_anytime(
-            d0, s0, alpha=table.e_alpha, power=table.power,
-            construction="mcnemar" if table.binary else "bounded",
-        ), dtype=float)
-    return {
-        "cs_low": np.where(n > 0, np.asarray(low, dtype=float), np.nan),
-        "cs_high": np.where(n > 0, np.asarray(high, dtype=float), np.nan),
-        "q_anytime": _ratio(n, nav),
-    }
-
-
-def _ratio(n: np.ndarray, required: np.ndarray) -> np.ndarray:
-    # q = N / N*: infinite when N* = 0 (every item differs the same way), 0 when N* = ∞.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(np.isfinite(required) & (required > 0), n / required, 0.0)
-        return np.where((required == 0) & (n > 0), np.inf, out)
-
-
-def _design_effect(
-    grams: np.ndarray, n: np.ndarray, s: np.ndarray, v: np.ndarray,
-    delta: np.ndarray, sigma2: np.ndarray,
-) -> np.ndarray:
-    # Σ_c (S_c − n_c D̄)² = Σ S_c² − 2 D̄ Σ S_c n_c + D̄² Σ n_c², expanded so that only the
-    # three sums over clusters are needed. Unclustered items are singleton clusters, whose
-    # contributions are ΣD², ΣD and the count of the unclustered group.
+def _cluster_sums(grams: np.ndarray) -> GroupSums:
+    # Per-cluster sums of D for the cluster-robust design effect. Unclustered items are
+    # singleton clusters, whose contributions to Σ T², Σ T n, Σ n² and Σ T²/n are ΣD², ΣD,
+    # the count and ΣD² of the unclustered group.
     named = grams[UNCLUSTERED + 1:]
-    sc = named[:, SX] - np.swapaxes(named[:, SX], 1, 2)
+    t = named[:, SX] - np.swapaxes(named[:, SX], 1, 2)
     nc = named[:, N]
     g0 = grams[UNCLUSTERED]
     s_0 = g0[SX] - g0[SX].T
     v_0 = g0[SX2] + g0[SX2].T - 2.0 * g0[P]
-    a = np.einsum("gij,gij->ij", sc, sc) + v_0
-    b = np.einsum("gij,gij->ij", sc, nc) + s_0
-    c = np.einsum("gij,gij->ij", nc, nc) + g0[N]
+    t2 = np.einsum("gij,gij->ij", t, t) + v_0
     with np.errstate(divide="ignore", invalid="ignore"):
-        nn = np.where(n > 0, n, 1.0)
-        var_cr = np.maximum(a - 2.0 * delta * b + delta * delta * c, 0.0) / (nn * nn)
-        var_iid = sigma2 / nn
-        return np.where((n > 0) & (var_iid > 0), var_cr / np.where(var_iid > 0, var_iid, 1.0),
-                        1.0)
+        t2_over_n = np.einsum("gij->ij", np.where(nc > 0, t * t / np.where(nc > 0, nc, 1.0),
+                                                  0.0)) + v_0
+    return GroupSums(
+        kind="cluster", n_groups=int(named.shape[0]), t2=t2.ravel(),
+        tn=(np.einsum("gij,gij->ij", t, nc) + s_0).ravel(),
+        n2=(np.einsum("gij,gij->ij", nc, nc) + g0[N]).ravel(), t2_over_n=t2_over_n.ravel(),
+    )

@@ -35,9 +35,11 @@ from typing import Any, Literal
 import numpy as np
 
 from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
-from monitor.core.board import BenchmarkState, PairTable
+from monitor.core.board import BenchmarkState
+from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
+from monitor.core.table import PairTable, PairView, verdict_text
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 Change = ResolutionChange | RankingChange
@@ -225,7 +227,7 @@ class Monitor:
             st.excluded_rows[newly_excluded] = True
         new = st.rows_view(touched)
         acc_scores = scores[accepted]
-        st.n_nonbinary += int(np.count_nonzero((acc_scores != 0.0) & (acc_scores != 1.0)))
+        np.add.at(st.nonbinary, cols[accepted][(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
         st.fold(touched, old, new)
         self._stability(st, pend, acc_rows, cols[accepted])
 
@@ -304,22 +306,11 @@ class Monitor:
         pairs.sort()
         now = self._now()
         out: list[Change] = []
-        table.anytime([(a, b) for _, _, a, b in pairs])
         for _, _, a, b in pairs:
-            c_old = int(old[a, b])
-            previous = ("unresolved" if c_old == 0
-                        else f"resolved:{table.models[a] if c_old > 0 else table.models[b]}")
-            fig = table.pair_dict(a, b)
-            out.append(ResolutionChange(
-                change_id=self._take_id(), benchmark=st.name,
-                model_a=table.models[a], model_b=table.models[b],
-                previous=previous, verdict=table.verdict(a, b), n=int(fig["n"]),  # type: ignore[call-overload]
-                delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
-                cs_high=_finite(fig["cs_high"]),
-                # an e-value beyond float range is still a finite number: report the largest
-                e_value=min(float(fig["e_value"]), _FLOAT_MAX),  # type: ignore[arg-type]
-                q=_finite(fig["q"]), q_cluster=_finite(fig["q_cluster"]),
-                q_anytime=_finite(fig["q_anytime"]), mde=_finite(fig["mde"]), ts=now,
+            view = table.view(a, b)
+            out.append(resolution_change(
+                view, change_id=self._take_id(), benchmark=st.name, ts=now,
+                previous=verdict_text(int(old[a, b]), table.models[a], table.models[b]),
             ))
         st.codes[:k, :k] = table.code
         st.table = table
@@ -397,7 +388,7 @@ class Monitor:
             for r, c, score in b["cells"]:
                 st.X[r, c] = score
                 if score not in (0.0, 1.0):
-                    st.n_nonbinary += 1
+                    st.nonbinary[c] += 1
             st.fold(rows_all, old, st.rows_view(rows_all))
             st.flagged = {f: set(items) for f, items in b["flagged"].items()}
             st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in b["perturbed"]}
@@ -442,7 +433,6 @@ class Monitor:
         if t is None:
             return {"benchmark": benchmark, "models": [], "pairs": [], "resolved": False,
                     "unresolved_pairs": 0}
-        t.anytime(t.adjacent())
         return {
             "benchmark": benchmark,
             "resolved": t.resolved(),
@@ -450,23 +440,26 @@ class Monitor:
             "family": {"kind": self.config.family, "m": t.m, "alpha": self.config.alpha,
                        "e_threshold": 1.0 / t.e_alpha, "fixed_n_alpha": t.family_alpha,
                        "correction": self.config.correction},
-            "binary": t.binary,
+            "binary": bool(np.all(t.binary)),
             "excluded_items": len(st.excluded),
             "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i])}
                        for i in t.order],
-            "pairs": [t.pair_dict(a, b) for a, b in t.adjacent()],
+            "pairs": [v.as_dict() for v in t.views(t.adjacent())],
         }
 
-    def pairs(self, benchmark: str, which: str = "adjacent") -> list[dict[str, Any]]:
-        """Figures of the adjacent pairs (``which="adjacent"``) or of all pairs (``"all"``)."""
+    def pair_views(self, benchmark: str, which: str = "adjacent") -> list[PairView]:
+        """The adjacent pairs (``which="adjacent"``) or all pairs (``"all"``), higher ranked
+        first, with their verdicts and kernel figures."""
         if which not in ("adjacent", "all"):
             raise ValueError(f"`which` must be 'adjacent' or 'all', got {which!r}")
         t = self._current(self._state(benchmark))
         if t is None:
             return []
-        chosen = t.adjacent() if which == "adjacent" else t.all_pairs()
-        t.anytime(chosen)
-        return [t.pair_dict(a, b) for a, b in chosen]
+        return t.views(t.adjacent() if which == "adjacent" else t.all_pairs())
+
+    def pairs(self, benchmark: str, which: str = "adjacent") -> list[dict[str, Any]]:
+        """:meth:`pair_views` as the HTTP API's plain dicts."""
+        return [v.as_dict() for v in self.pair_views(benchmark, which)]
 
     def excluded(self, benchmark: str) -> set[str]:
         """Item ids excluded from resolution by their flags."""
@@ -493,11 +486,3 @@ class Monitor:
         if st is None:
             raise KeyError(f"unknown benchmark {benchmark!r}")
         return st
-
-
-_FLOAT_MAX = float(np.finfo(np.float64).max)
-
-
-def _finite(x: object) -> float | None:
-    f = float(x)  # type: ignore[arg-type]
-    return f if np.isfinite(f) else None

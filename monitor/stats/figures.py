@@ -13,7 +13,8 @@ Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1,
 
 * **Reported estimates** are the plug-in ones: δ̂ = S/n and σ̂_D² = V/n − δ̂² (ddof = 0).
   Rounding cannot make them negative: V is first raised to S²/n (Cauchy–Schwarz) where
-  cancellation left it a hair below. With n = 0 both are NaN.
+  cancellation left it below, and for scores other than 0/1 an n σ̂_D² within the rounding
+  error of the sums (1e-12 × (Σx_A² + Σx_B²)) is 0. With n = 0 both are NaN.
 * **Sizing estimates** (N*, q, q_cluster, MDE, N*_AV, q_AV) add the pseudo-items of Agresti &
   Min (2005, "Simple improved confidence intervals for comparing matched proportions", Stat.
   Med. 24:729): half an item at D = +1, half at D = −1 and one at D = 0, i.e.
@@ -26,7 +27,8 @@ Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1,
 * δ̃ = 0 (no gap): N* = N*_AV = ∞ and q = q_cluster = q_AV = 0. n = 0: additionally
   MDE = ∞, E = 1, the confidence sequence is [−1, 1] and p = 1.
 * Design effect DE = Var_grouped(D̄)/Var_iid(D̄) from the plug-in σ̂_D²; DE = 1 where
-  σ̂_D² = 0 or without groups. q_grouped = n / (N* · DE).
+  σ̂_D² = 0 or without groups. q_grouped = n / (N* · DE), and q_grouped = 0 where DE = 0
+  (one cluster holding every paired item: no between-cluster variance can be estimated).
 * The e-process of a pair is the exact McNemar mixture when the pair's scores are all 0/1
   (``binary``), else the bounded gamma-exponential mixture; both are functions of (n, S, V).
 * Non-finite figures are written to JSON by :func:`monitor.contracts.wire_float`.
@@ -138,7 +140,8 @@ def plugin_estimates(n: ArrayLike, s: ArrayLike, v: ArrayLike) -> tuple[Any, Any
     pos = nn > 0
     safe = np.where(pos, nn, 1.0)
     delta = np.where(pos, ss / safe, np.nan)
-    sigma2 = np.where(pos, np.maximum(vv / safe - (ss / safe) ** 2, 0.0), np.nan)
+    # (V − S²/n)/n: exactly 0 where V was set to S²/n.
+    sigma2 = np.where(pos, np.maximum((vv - ss * ss / safe) / safe, 0.0), np.nan)
     return delta, sigma2
 
 
@@ -169,6 +172,8 @@ class PairFigures:
     """
 
     n: FloatArray
+    s: FloatArray
+    v: FloatArray
     mean_a: FloatArray
     mean_b: FloatArray
     delta: FloatArray
@@ -226,7 +231,8 @@ class PairFigures:
         cells = [round(float(c[k])) if binary else None
                  for c in (self.n11, self.n10, self.n01, self.n00)]
         return PairRecord(
-            n=round(float(self.n[k])), mean_a=float(self.mean_a[k]),
+            n=round(float(self.n[k])), s=float(self.s[k]), v=float(self.v[k]),
+            mean_a=float(self.mean_a[k]),
             mean_b=float(self.mean_b[k]), delta=float(self.delta[k]),
             sigma_d2=float(self.sigma_d2[k]), rho=float(self.rho[k]), binary=binary,
             n11=cells[0], n10=cells[1], n01=cells[2], n00=cells[3],
@@ -243,6 +249,8 @@ class PairRecord:
     """The figures of one pair (fields as in :class:`PairFigures`)."""
 
     n: int
+    s: float
+    v: float
     mean_a: float
     mean_b: float
     delta: float
@@ -281,6 +289,10 @@ class PairRecord:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["e_value"] = self.e_value
         return out
+
+
+#: Relative rounding error allowed in Σx_A² + Σx_B² − 2Σx_Ax_B before Σ(D − D̄)² counts as 0.
+_ROUNDING = 1e-12
 
 
 def _check_level(name: str, value: float) -> float:
@@ -333,8 +345,12 @@ def pair_figures(
     n, s = sums.n, sums.s
     pos = n > 0
     safe = np.where(pos, n, 1.0)
-    # Cancellation in V = Σx_A² + Σx_B² − 2Σx_Ax_B can leave it a hair below S²/n ≥ 0.
-    v = np.maximum(sums.v, np.where(pos, s * s / safe, 0.0))
+    # Cancellation in V = Σx_A² + Σx_B² − 2Σx_Ax_B can leave it a hair off S²/n: below it
+    # (a negative variance), or above it by rounding noise where D is constant. Within the
+    # rounding error of the sums, Σ(D − D̄)² is 0 (0/1 sums are exact integers).
+    floor = np.where(pos, s * s / safe, 0.0)
+    noise = np.where(sums.binary, 0.0, _ROUNDING * (sums.saa + sums.sbb))
+    v = np.where(sums.v - floor <= noise, floor, sums.v)
     delta, sigma2 = plugin_estimates(n, s, v)
     d_size, s2_size = sizing_estimates(n, s, v)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -380,7 +396,9 @@ def pair_figures(
         cs_low, cs_high = (np.atleast_1d(np.asarray(x, dtype=float))
                            for x in ep.cs_bounded(n, s, v, alpha=e_alpha))
         n_av = np.zeros_like(n)
-        for construction, mask in (("mcnemar", binary), ("bounded", ~binary)):
+        constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
+            ("mcnemar", binary), ("bounded", ~binary))
+        for construction, mask in constructions:
             if mask.any():
                 n_av[mask] = np.atleast_1d(ep.n_star_anytime(
                     d_size[mask], s2_size[mask], alpha=e_alpha, power=power,
@@ -389,7 +407,7 @@ def pair_figures(
 
     g = sums.groups
     return PairFigures(
-        n=n, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
+        n=n, s=s, v=v, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
         binary=binary, n11=n11, n10=n10, n01=n01, n00=n00, n_star=n_star, q=q, mde=mde,
         design_effect=de, q_grouped=q_grouped, group_kind=None if g is None else g.kind,
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,

@@ -129,12 +129,15 @@ def test_final_statistics_match_offline_and_any_batching(
         assert ta.order == tb.order == t1.order
         ref = offline(events, bench)
         idx = {m: j for j, m in enumerate(t1.models)}
-        binary = all(s in (0.0, 1.0) for s in ref.cells.values())
-        assert t1.binary == binary
+        # A pair is binary (McNemar e-process) when both models' accepted scores are all 0/1.
+        binary_model = {m: all(s in (0.0, 1.0) for (_, mm), s in ref.cells.items() if mm == m)
+                        for m in t1.models}
         for a in t1.models:
             for b in t1.models:
                 r = ref.pairs[(a, b)]
                 i, j = idx[a], idx[b]
+                binary = binary_model[a] and binary_model[b]
+                assert t1.binary[i, j] == binary
                 assert t1.n[i, j] == r.n
                 assert t1.s[i, j] == r.s
                 assert t1.v[i, j] == r.v

@@ -1,0 +1,171 @@
+"""What the core hands out about a benchmark's pairs: a table of kernel figures and pair views.
+
+Every figure comes from :func:`monitor.stats.figures.pair_figures` over the (k × k) grid of
+model pairs (entry [a, b] is model a against model b). The confidence sequence and q_AV need
+root finding, so they are computed for the pairs somebody reads (and cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.stats.figures import PairFigures, PairRecord, PairSums, pair_figures
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PairView:
+    """One pair as readers see it: the two models (A ranked above B when it matters), the
+    verdict (``unresolved`` or ``resolved:<model>``) and the kernel's figures of A − B."""
+
+    model_a: str
+    model_b: str
+    verdict: str
+    figures: PairRecord
+
+    def as_dict(self) -> dict[str, Any]:
+        """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
+        f = self.figures
+        out: dict[str, Any] = {
+            "model_a": self.model_a, "model_b": self.model_b, "verdict": self.verdict,
+            "n": f.n, "delta": f.delta, "sigma_d2": f.sigma_d2, "cs_low": f.cs_low,
+            "cs_high": f.cs_high, "n_star": f.n_star, "q": f.q, "q_cluster": f.q_grouped,
+            "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
+            "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
+        }
+        if f.binary:
+            out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
+        return out
+
+
+@dataclass(frozen=True)
+class PairTable:
+    """All pair figures of one benchmark at an evaluation, over the (k × k) grid of models.
+
+    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise. The grid
+    properties (``n``, ``delta``, ``q`` …) are (k × k) views of the kernel's figures.
+    """
+
+    models: tuple[str, ...]
+    counts: NDArray[np.int64]
+    means: FloatArray
+    order: tuple[int, ...]  # indices of active models, best first
+    m: int
+    family_alpha: float
+    e_alpha: float
+    power: float
+    sums: PairSums
+    figures: PairFigures
+    code: NDArray[np.int8]
+    _records: dict[tuple[int, int], PairRecord] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    # -- grid views ------------------------------------------------------------------------
+    def _grid(self, x: Any) -> Any:
+        k = len(self.models)
+        return np.asarray(x).reshape(k, k)
+
+    @property
+    def n(self) -> FloatArray:
+        return self._grid(self.figures.n)
+
+    @property
+    def s(self) -> FloatArray:
+        return self._grid(self.figures.s)
+
+    @property
+    def v(self) -> FloatArray:
+        return self._grid(self.figures.v)
+
+    @property
+    def delta(self) -> FloatArray:
+        return self._grid(self.figures.delta)
+
+    @property
+    def log_e(self) -> FloatArray:
+        return self._grid(self.figures.log_e)
+
+    @property
+    def q(self) -> FloatArray:
+        return self._grid(self.figures.q)
+
+    @property
+    def q_cluster(self) -> FloatArray:
+        return self._grid(self.figures.q_grouped)
+
+    @property
+    def de(self) -> FloatArray:
+        return self._grid(self.figures.design_effect)
+
+    @property
+    def mde(self) -> FloatArray:
+        return self._grid(self.figures.mde)
+
+    @property
+    def binary(self) -> NDArray[np.bool_]:
+        """Per pair: both models' scores are all 0/1 (the McNemar e-process applies)."""
+        return self._grid(self.figures.binary)
+
+    @property
+    def n10(self) -> FloatArray:
+        return self._grid(self.figures.n10)
+
+    @property
+    def n01(self) -> FloatArray:
+        return self._grid(self.figures.n01)
+
+    # -- pairs -----------------------------------------------------------------------------
+    def adjacent(self) -> list[tuple[int, int]]:
+        """Adjacent pairs (higher ranked, lower ranked) of the ranking."""
+        return list(zip(self.order[:-1], self.order[1:], strict=True))
+
+    def all_pairs(self) -> list[tuple[int, int]]:
+        """Every pair of active models, the higher ranked first."""
+        o = self.order
+        return [(o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o))]
+
+    def resolved(self) -> bool:
+        """Every adjacent pair resolved in the ranking's direction (and at least two models)."""
+        adj = self.adjacent()
+        return bool(adj) and all(self.code[a, b] == 1 for a, b in adj)
+
+    def unresolved_pairs(self) -> int:
+        """Adjacent pairs not resolved in the ranking's direction."""
+        return sum(1 for a, b in self.adjacent() if self.code[a, b] != 1)
+
+    def verdict(self, a: int, b: int) -> str:
+        """``unresolved`` or ``resolved:<model>`` for the pair (a, b)."""
+        return verdict_text(int(self.code[a, b]), self.models[a], self.models[b])
+
+    def records(self, pairs: list[tuple[int, int]]) -> list[PairRecord]:
+        """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
+        k = len(self.models)
+        todo = [p for p in pairs if p not in self._records]
+        if todo:
+            idx = np.asarray([a * k + b for a, b in todo], dtype=np.int64)
+            fig = pair_figures(self.sums.take(idx), alpha=self.family_alpha,
+                               power=self.power, e_alpha=self.e_alpha)
+            for j, p in enumerate(todo):
+                self._records[p] = fig.record(j)
+        return [self._records[p] for p in pairs]
+
+    def views(self, pairs: list[tuple[int, int]]) -> list[PairView]:
+        """The pairs as :class:`PairView` (A = the first index of each pair)."""
+        return [PairView(self.models[a], self.models[b], self.verdict(a, b), rec)
+                for (a, b), rec in zip(pairs, self.records(pairs), strict=True)]
+
+    def view(self, a: int, b: int) -> PairView:
+        return self.views([(a, b)])[0]
+
+
+def verdict_text(code: int, model_a: str, model_b: str) -> str:
+    """The verdict string of a code (+1: A resolved better, −1: B, 0: unresolved)."""
+    if code == 0:
+        return "unresolved"
+    return f"resolved:{model_a if code > 0 else model_b}"
