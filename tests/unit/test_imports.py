@@ -1,0 +1,233 @@
+"""The import graph of monitor/ runs one way: no cycle, no runner or sink reaching into the
+CLI, and no module importing a layer above its own.
+
+Every module is parsed with ``ast`` (imports inside functions and ``TYPE_CHECKING`` blocks
+count too: a deferred import hides a dependency, it does not remove it), so the test needs
+none of the optional packages the runners import.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "monitor"
+
+# Imports run one way: contracts → stats → core / offline → runners / sinks → commands.
+# A module may import its own layer or any layer below it.
+LAYERS: dict[str, int] = {
+    "monitor": 0,  # the package root: only a docstring and __version__
+    "monitor.contracts": 0,
+    "monitor.errors": 0,
+    "monitor.settings": 0,
+    "monitor.stats": 1,
+    "monitor.core": 2,
+    "monitor.offline": 2,
+    "monitor.io": 2,
+    "monitor.audit": 2,
+    # Offline drivers still at the top level (report and anytime replay).
+    "monitor.report": 2,
+    "monitor.anytime_report": 2,
+    "monitor.runners": 3,
+    "monitor.sinks": 3,
+    "monitor.commands": 4,
+    "monitor.cli": 4,
+}
+LAYER_NAMES = {0: "contracts/errors/settings", 1: "stats", 2: "core/offline/io/audit",
+               3: "runners/sinks", 4: "commands/cli"}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source`` imports ``target`` at ``line`` of ``path``."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(PACKAGE.parent)}:{self.line}: {self.source} -> {self.target}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The deepest monitor module that ``name`` (a module or an attribute of one) names."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _edges(module: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    out: list[Edge] = []
+
+    def add(target: str | None, line: int) -> None:
+        if target is not None and target != module:
+            out.append(Edge(module, target, path, line))
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "monitor" or alias.name.startswith("monitor."):
+                    add(_resolve(alias.name, modules), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                base = ".".join(anchor[: len(anchor) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            if base != "monitor" and not base.startswith("monitor."):
+                continue
+            for alias in node.names:
+                # `from pkg import name`: the submodule pkg.name when there is one, else pkg.
+                add(_resolve(f"{base}.{alias.name}", modules), node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and node.args[0].value.startswith("monitor")):
+            add(_resolve(node.args[0].value, modules), node.lineno)
+    return out
+
+
+def _graph() -> tuple[dict[str, Path], list[Edge]]:
+    modules = _modules()
+    return modules, [e for m, p in modules.items() for e in _edges(m, p, modules)]
+
+
+def _layer(module: str) -> int | None:
+    name = module
+    while name:
+        if name in LAYERS:
+            return LAYERS[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _cycles(modules: dict[str, Path], edges: list[Edge]) -> list[list[Edge]]:
+    """One concrete cycle per strongly connected component with more than one module."""
+    succ: dict[str, list[Edge]] = {m: [] for m in modules}
+    for e in edges:
+        succ[e.source].append(e)
+    # Tarjan's algorithm, iterative so a deep graph cannot hit the recursion limit.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on_stack.add(v)
+            if i < len(succ[v]):
+                work.append((v, i + 1))
+                w = succ[v][i].target
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                components.append(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    cycles = []
+    for comp in components:
+        if len(comp) < 2:
+            continue
+        members = set(comp)
+        start = min(comp)
+        # Breadth-first from start back to start inside the component: a shortest cycle.
+        prev: dict[str, Edge] = {}
+        frontier = [start]
+        found: Edge | None = None
+        while frontier and found is None:
+            nxt = []
+            for v in frontier:
+                for e in succ[v]:
+                    if e.target not in members:
+                        continue
+                    if e.target == start:
+                        found = e
+                        break
+                    if e.target not in prev:
+                        prev[e.target] = e
+                        nxt.append(e.target)
+                if found is not None:
+                    break
+            frontier = nxt
+        assert found is not None  # a strongly connected component always closes
+        path = [found]
+        while path[0].source != start:
+            path.insert(0, prev[path[0].source])
+        cycles.append(path)
+    return cycles
+
+
+def test_the_graph_is_read() -> None:
+    # Guards the parser itself: known edges must be found, or every rule below passes vacuously.
+    modules, edges = _graph()
+    pairs = {(e.source, e.target) for e in edges}
+    assert len(modules) > 40
+    assert ("monitor.cli", "monitor.commands.power") in pairs  # inside a function
+    assert ("monitor.commands.power", "monitor.offline.power") in pairs
+    assert ("monitor.offline.compare", "monitor.stats.paired_tests") in pairs  # `import ... as`
+
+
+def test_every_module_has_a_layer() -> None:
+    modules, _ = _graph()
+    missing = sorted(m for m in modules if _layer(m) is None)
+    assert not missing, f"modules with no layer in LAYERS: {missing}"
+
+
+def test_no_import_cycle() -> None:
+    modules, edges = _graph()
+    cycles = _cycles(modules, edges)
+    report = "\n\n".join(" -> ".join([c[0].source, *(e.target for e in c)]) + "\n  "
+                         + "\n  ".join(map(str, c)) for c in cycles)
+    assert not cycles, f"import cycles in monitor/:\n{report}"
+
+
+def test_runners_and_sinks_do_not_import_the_cli() -> None:
+    _, edges = _graph()
+    bad = [e for e in edges
+           if e.source.startswith(("monitor.runners", "monitor.sinks"))
+           and (e.target == "monitor.cli" or e.target.startswith("monitor.commands"))]
+    assert not bad, "runners/sinks importing the CLI layer:\n" + "\n".join(map(str, bad))
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    _, edges = _graph()
+    bad = []
+    for e in edges:
+        src, dst = _layer(e.source), _layer(e.target)
+        if src is not None and dst is not None and dst > src:
+            bad.append(f"{e}  ({LAYER_NAMES[src]} imports {LAYER_NAMES[dst]})")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
