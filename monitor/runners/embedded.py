@@ -1,310 +1,148 @@
-"""The embedded runner: one process with HTTP ingest, SQLite persistence and /metrics.
+"""The HTTP face of the embedded runner (aiohttp): ingest, queries, /metrics and /healthz.
 
-The SQLite + asyncio transport around a :class:`~monitor.runners.host.MonitorHost`: it steps
-the host with each decoded batch, commits the accepted results, change events and dead
-letters in one SQLite transaction, and only then answers. On start the state is rebuilt from
-the database, so every acknowledged result is counted exactly once across crashes. The HTTP
-routes are in :mod:`monitor.runners.http_api`.
-
-Requests are processed one at a time on the event loop: the order in which batches are applied
-is the order in which they are committed, which is what makes a restart reproduce the state.
+Routes only translate requests to :class:`~monitor.runners.embedded.EmbeddedService` calls
+and results to JSON; a bearer token, when set, guards every route but ``/healthz``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
-import signal
+import hmac
+import json
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from monitor.contracts import DeadLetter, ItemResult, decode_events
-from monitor.core import Monitor
-from monitor.errors import MonitorError
-from monitor.runners.host import Change, MonitorHost
-from monitor.runners.store import SqliteStore
-from monitor.settings import Settings
+from monitor.contracts import jsonable
+from monitor.runners.embedded import EXCLUDED_IDS_CAP, EmbeddedService
 
-_REBUILD_BATCH = 100_000
-
-#: At most this many excluded item ids are listed by the contamination route (default).
-EXCLUDED_IDS_CAP = 1000
+_PUBLIC_PATHS = frozenset({"/healthz"})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@dataclass
-class IngestReport:
-    """What one batch did: counts per outcome, rejections with index and reason, new change ids."""
-
-    accepted: int = 0
-    duplicate: int = 0
-    conflict: int = 0
-    invalid: int = 0
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-    change_ids: list[int] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted, "duplicate": self.duplicate,
-            "conflict": self.conflict, "invalid": self.invalid,
-            "rejected": self.rejected,
-            "changes": len(self.change_ids),
-            "last_change_id": self.change_ids[-1] if self.change_ids else None,
-        }
-
-    def counts(self) -> dict[str, int]:
-        return {"accepted": self.accepted, "duplicate": self.duplicate,
-                "conflict": self.conflict, "invalid": self.invalid}
+def _json(data: Any, *, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(jsonable(data), allow_nan=False), status=status,
+        content_type="application/json",
+    )
 
 
-def _flip_figures(kind: str, counts: dict[str, int]) -> dict[str, Any]:
-    # The same Wilson interval and 10 % rule as `llm-monitor stability`, so the live figures
-    # equal the offline ones for the same outcomes.
-    from monitor.audit.stability import ALARM_FLIP_RATE, flip_alarm, flip_stat
-
-    fs = flip_stat(kind, counts["flips"], counts["right_on_original"], math.nan)
-    return {"kind": kind, "pairs": counts["pairs"],
-            "right_on_original": counts["right_on_original"], "flips": counts["flips"],
-            "flip_rate": fs.rate, "ci": [fs.ci_low, fs.ci_high],
-            "alarm": flip_alarm(fs.rate), "alarm_confirmed": flip_alarm(fs.ci_low),
-            "alarm_level": ALARM_FLIP_RATE}
+def _error(status: int, reason: str, detail: str) -> web.Response:
+    return _json({"error": reason, "detail": detail}, status=status)
 
 
-def stability_figures(monitor: Monitor, benchmark: str) -> dict[str, Any]:
-    """Per model: flip figures per perturbation kind and pooled over kinds (``overall``).
+def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    expected = f"Bearer {token}".encode()
 
-    A flip is right on the original (score ≥ 0.5) and wrong on the perturbed variant; the
-    rate is flips / paired items right on the original, with a Wilson 95 % CI.
-    """
-    from monitor.audit.stability import ALARM_FLIP_RATE
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _PUBLIC_PATHS:
+            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, expected):
+                resp = _error(401, "unauthorized", "missing or wrong bearer token")
+                resp.headers["WWW-Authenticate"] = 'Bearer realm="llm-monitor"'
+                return resp
+        return await handler(request)
 
-    models = []
-    for model, kinds in monitor.stability(benchmark).items():
-        total = {key: sum(c[key] for c in kinds.values())
-                 for key in ("pairs", "flips", "right_on_original")}
-        overall = _flip_figures("all", total)
-        models.append({"model": model, "alarm": overall["alarm"], "overall": overall,
-                       "kinds": [_flip_figures(k, c) for k, c in kinds.items()]})
-    return {"benchmark": benchmark, "alarm_level": ALARM_FLIP_RATE, "confidence": 0.95,
-            "models": models}
+    return auth
 
 
-class EmbeddedService:
-    """The runner host + SQLite store of one embedded process."""
-
-    def __init__(self, settings: Settings, *, registry: CollectorRegistry | None = None) -> None:
-        self.settings = settings
-        self.store = SqliteStore(settings.db, synchronous=settings.sqlite_synchronous)
-        self.host = MonitorHost(settings.core_config(), eval_interval=settings.eval_interval,
-                                registry=registry)
-        self.started = time.time()
-        self.rebuilt = self._load_state()
-        self.host.restore_counters(self.store.counters(), self.store.change_counts())
-
-    @property
-    def registry(self) -> CollectorRegistry:
-        return self.host.registry
-
-    # -- start-up --------------------------------------------------------------------------
-    def _load_state(self) -> int:
-        """Fresh monitors holding every stored result, folded in commit order; returns how many.
-
-        Verdicts are evaluated once at the end. Change events were stored as they happened,
-        but the last ones may not have been when the process died between an evaluation
-        cadence and the next: the host's :meth:`~MonitorHost.reconcile` finds what the log
-        still misses, and it is stored.
-        """
-        self.host.drop()
-        n = 0
-        for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
-            self.host.apply(batch)
-            n += len(batch)
-        pairs, rankings = self.store.last_states()
-        missing = self.host.reconcile(self.host.evaluate_if_due(force=True), pairs, rankings)
-        if missing:
-            self.store.commit(results=(), changes=missing)
-        return n
-
-    def close(self) -> None:
-        self.store.close()
-
-    # -- ingest ----------------------------------------------------------------------------
-    def ingest_body(self, body: bytes, *, source: str = "http") -> IngestReport:
-        """Decode a request body (object, array or NDJSON) and ingest it."""
-        t0 = time.perf_counter()
-        decoded = decode_events(body, source=source)
-        return self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0)
-
-    def ingest(
-        self,
-        valid: Sequence[tuple[int, ItemResult]],
-        invalid: Sequence[DeadLetter] = (),
-        *,
-        source: str,
-        t0: float | None = None,
-    ) -> IngestReport:
-        """Step the host with ``valid``, persist, and only then report (durable on return)."""
-        t0 = time.perf_counter() if t0 is None else t0
-        letters = [self.host.on_invalid(d.reason, d.detail, d.payload, source=d.source,
-                                        index=d.index) for d in invalid]
-        report = IngestReport(invalid=len(letters))
-        events = [ev for _, ev in valid]
-        index = [i for i, _ in valid]
-        changes: list[Change] = []
-        accepted: list[ItemResult] = []
-        try:
-            if events:
-                result = self.host.apply(events, sources=[f"{source}[{i}]" for i in index],
-                                         index=index)
-                accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
-                            if o == "accepted"]
-                report.accepted = len(accepted)
-                report.duplicate = result.count("duplicate")
-                report.conflict = len(result.dead_letters)
-                letters.extend(result.dead_letters)
-            changes = self.host.evaluate_if_due()
-            report.change_ids = self.store.commit(
-                results=accepted, changes=changes, dead_letters=letters, counts=report.counts()
-            )
-        except Exception:
-            # The state may already hold this batch but the database does not: start over
-            # from what is durable so memory never runs ahead of the log.
-            self._load_state()
-            raise
-        self.host.observe(report.counts(), changes, lag_seconds=time.perf_counter() - t0)
-        report.rejected = sorted(
-            ({"index": d.index, "reason": d.reason, "detail": d.detail} for d in letters),
-            key=lambda r: r["index"] if r["index"] is not None else -1,
-        )
-        return report
-
-    def reject_body(self, reason: str, detail: str) -> None:
-        """Log and store a request rejected before decoding (e.g. over the size limit)."""
-        letter = self.host.on_invalid(reason, detail, "", source="http")
-        self.store.commit(results=(), dead_letters=[letter], counts={"invalid": 1})
-
-    def evaluate_pending(self, *, force: bool = False) -> int:
-        """Evaluate results left unevaluated by the cadence and store the changes; how many."""
-        changes = self.host.evaluate_if_due(force=force)
-        if changes:
-            try:
-                self.store.commit(results=(), changes=changes)
-            except Exception:
-                self._load_state()
-                raise
-            self.host.observe(changes=changes)
-        return len(changes)
-
-    # -- queries ---------------------------------------------------------------------------
-    def benchmarks(self) -> list[str]:
-        return self.host.benchmarks()
-
-    def _monitor(self, benchmark: str) -> Monitor:
-        mon = self.host.monitors.get(benchmark)
-        if mon is None:
-            raise KeyError(f"unknown benchmark {benchmark!r}")
-        return mon
-
-    def ranking(self, benchmark: str) -> dict[str, Any]:
-        return dict(self._monitor(benchmark).ranking(benchmark))
-
-    def stability(self, benchmark: str) -> dict[str, Any]:
-        return stability_figures(self._monitor(benchmark), benchmark)
-
-    def contamination(self, benchmark: str, *, limit: int = EXCLUDED_IDS_CAP) -> dict[str, Any]:
-        """Items excluded from resolution (ids sorted, at most ``limit``) and the flag counts."""
-        monitor = self._monitor(benchmark)
-        excluded = sorted(monitor.excluded(benchmark))
-        flags = monitor.config.exclude_flags
-        return {
-            "benchmark": benchmark,
-            "exclusion": bool(flags),
-            "exclude_flags": list(flags),
-            "leak_suspect_items": len(monitor.flagged(benchmark, "leak-suspect")),
-            "excluded_items": len(excluded),
-            "excluded_ids": excluded[:limit],
-            "truncated": len(excluded) > limit,
-        }
-
-    def metrics_text(self) -> bytes:
-        return generate_latest(self.host.registry)
+async def _read_limited(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    buf = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):
+        buf += chunk
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
 
 
-# -- process ------------------------------------------------------------------------------
-BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
-
-
-async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Evaluate results that arrived within the cadence once no further request comes."""
-    interval = max(service.settings.eval_interval, 0.05)
-    while not stop.is_set():
-        await asyncio.sleep(interval)
-        try:
-            service.evaluate_pending()
-        except Exception as exc:  # storage trouble: reported, retried at the next tick
-            print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
-                  file=sys.stderr, flush=True)
-
-
-async def _guarded(task: BackgroundTask, service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Run a background task; a failure is reported on stderr and stops only that task."""
+def _int_param(request: web.Request, name: str, default: int, *, lo: int, hi: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
     try:
-        await task(service, stop)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        name = getattr(task, "__qualname__", "task").split(".")[0].strip("_")
-        print(f"llm-monitor: {name} stopped: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
+        value = int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": "bad-parameter", "detail": f"{name} must be an integer"}),
+            content_type="application/json") from None
+    return min(max(value, lo), hi)
 
 
-async def serve(
-    settings: Settings,
-    *,
-    tasks: Sequence[BackgroundTask] = (),
-    on_ready: Callable[[EmbeddedService, str], None] | None = None,
-) -> None:
-    """Rebuild the state, listen, run ``tasks`` (replay, live view) and serve until SIGINT/SIGTERM."""
-    from monitor.runners.http_api import build_app
+def build_app(service: EmbeddedService) -> web.Application:
+    """The aiohttp application: ingest, queries, /metrics and /healthz."""
+    settings = service.settings
+    middlewares = []
+    if settings.token is not None:
+        middlewares.append(_auth_middleware(settings.token.get_secret_value()))
+    # The body is read by _read_limited; client_max_size is only a second fence.
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes + 1)
+    limit = settings.max_body_bytes
 
-    service = EmbeddedService(settings)
-    app = build_app(service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        service.close()
-        raise MonitorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
-                           "choose another --port or --host") from None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    port = settings.port
-    server = getattr(site, "_server", None)
-    if port == 0 and server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
-    base = f"http://{host}:{port}"
-    if on_ready is not None:
-        on_ready(service, base)
-    running = [asyncio.create_task(_guarded(t, service, stop)) for t in (_evaluator, *tasks)]
-    try:
-        await stop.wait()
-    finally:
-        for t in running:
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        await runner.cleanup()
+    async def post_results(request: web.Request) -> web.StreamResponse:
+        body = await _read_limited(request, limit)
+        if body is None:
+            service.reject_body("too-large", f"request body over {limit} bytes")
+            resp = _error(413, "too-large", f"request body over the limit of {limit} bytes")
+            resp.force_close()  # the rest of the body is never read
+            return resp
         try:
-            service.evaluate_pending(force=True)  # log the last verdict changes before leaving
-        finally:
-            service.close()
+            report = service.ingest_body(body, source="http")
+        except Exception as exc:  # storage failure: the batch was not acknowledged
+            print(f"llm-monitor: ingest failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return _error(503, "unavailable", "the batch was not stored; retry")
+        valid = report.accepted + report.duplicate + report.conflict
+        return _json(report.as_dict(), status=202 if valid or not report.invalid else 400)
+
+    def per_benchmark(query: Callable[[web.Request, str], Any]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            bench = request.match_info["benchmark"]
+            if bench not in service.benchmarks():
+                return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
+            return _json(query(request, bench))
+        return handler
+
+    def contamination(request: web.Request, bench: str) -> Any:
+        cap = _int_param(request, "limit", EXCLUDED_IDS_CAP, lo=0, hi=100_000)
+        return service.contamination(bench, limit=cap)
+
+    async def get_benchmarks(request: web.Request) -> web.StreamResponse:
+        return _json({"benchmarks": service.benchmarks()})
+
+    async def get_changes(request: web.Request) -> web.StreamResponse:
+        since = _int_param(request, "since", 0, lo=0, hi=2**62)
+        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        changes = service.store.changes_since(since, limit=limit,
+                                              benchmark=request.query.get("benchmark"))
+        last = changes[-1]["change_id"] if changes else since
+        return _json({"changes": changes, "next_since": last})
+
+    async def get_dead_letters(request: web.Request) -> web.StreamResponse:
+        since = _int_param(request, "since", 0, lo=0, hi=2**62)
+        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        return _json({"dead_letters": service.store.dead_letters(since=since, limit=limit)})
+
+    async def get_metrics(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=service.metrics_text(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        return _json({"status": "ok", "uptime_seconds": time.time() - service.started})
+
+    bench = "/v1/benchmarks/{benchmark:.+}"
+    app.router.add_post("/v1/results", post_results)
+    app.router.add_get("/v1/benchmarks", get_benchmarks)
+    app.router.add_get(f"{bench}/ranking", per_benchmark(lambda _, b: service.ranking(b)))
+    app.router.add_get(f"{bench}/stability", per_benchmark(lambda _, b: service.stability(b)))
+    app.router.add_get(f"{bench}/contamination", per_benchmark(contamination))
+    app.router.add_get("/v1/changes", get_changes)
+    app.router.add_get("/v1/dead-letters", get_dead_letters)
+    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/healthz", healthz)
+    return app
