@@ -58,7 +58,7 @@ def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]]) -> float:
 
 def _ours(bootstrap: str, n: int) -> tuple[float, dict[str, int]]:
     from monitor.runners.kafka_worker import KafkaWorker
-    from monitor.settings import Settings
+    from monitor.runners.settings import Settings
 
     worker = KafkaWorker(Settings.build(serve_http=False, broker=bootstrap, metrics_port=0,
                                         group="bench-ours"))

@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from monitor.errors import InputError
-from monitor.settings import Settings
+from monitor.runners.settings import Settings
 
 DEMO_TABLE = "mmlu_pro_item_correctness_wide.csv"
 DEMO_BENCHMARK = "mmlu_pro"

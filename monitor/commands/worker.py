@@ -22,7 +22,7 @@ from monitor.commands.run import (
     core_options,
 )
 from monitor.errors import ConfigError
-from monitor.settings import Settings, bootstrap_servers
+from monitor.runners.settings import Settings, bootstrap_servers
 
 
 def produce_file(

@@ -1,23 +1,32 @@
-"""The HTTP face of the embedded runner (aiohttp): ingest, queries, /metrics and /healthz.
+"""The embedded runner (``llm-monitor run``): one process with HTTP ingest, SQLite and /metrics.
 
-Routes only translate requests to :class:`~monitor.runners.embedded.EmbeddedService` calls
-and results to JSON; a bearer token, when set, guards every route but ``/healthz``.
+The aiohttp transport of :class:`~monitor.runners.embedded_service.EmbeddedService`: routes
+translate requests to service calls and results to JSON (a bearer token, when set, guards
+every route but ``/healthz``); :func:`serve` runs the server with the background tasks
+(evaluation on the cadence, replay, the live view) until SIGINT/SIGTERM.
+
+Requests are processed one at a time on the event loop: the order in which batches are applied
+is the order in which they are committed, which is what makes a restart reproduce the state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor.contracts import jsonable
-from monitor.runners.embedded import EXCLUDED_IDS_CAP, EmbeddedService
+from monitor.errors import MonitorError
+from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService
+from monitor.runners.settings import Settings
 
 _PUBLIC_PATHS = frozenset({"/healthz"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -146,3 +155,76 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_get("/metrics", get_metrics)
     app.router.add_get("/healthz", healthz)
     return app
+
+
+# -- process ------------------------------------------------------------------------------
+BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
+    """Evaluate results that arrived within the cadence once no further request comes."""
+    interval = max(service.settings.eval_interval, 0.05)
+    while not stop.is_set():
+        await asyncio.sleep(interval)
+        try:
+            service.evaluate_pending()
+        except Exception as exc:  # storage trouble: reported, retried at the next tick
+            print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+
+
+async def _guarded(task: BackgroundTask, service: EmbeddedService, stop: asyncio.Event) -> None:
+    """Run a background task; a failure is reported on stderr and stops only that task."""
+    try:
+        await task(service, stop)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        name = getattr(task, "__qualname__", "task").split(".")[0].strip("_")
+        print(f"llm-monitor: {name} stopped: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+
+
+async def serve(
+    settings: Settings,
+    *,
+    tasks: Sequence[BackgroundTask] = (),
+    on_ready: Callable[[EmbeddedService, str], None] | None = None,
+) -> None:
+    """Rebuild the state, listen, run ``tasks`` (replay, live view) and serve until SIGINT/SIGTERM."""
+    service = EmbeddedService(settings)
+    app = build_app(service)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        service.close()
+        raise MonitorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
+                           "choose another --port or --host") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    port = settings.port
+    server = getattr(site, "_server", None)
+    if port == 0 and server is not None and server.sockets:
+        port = server.sockets[0].getsockname()[1]
+    base = f"http://{host}:{port}"
+    if on_ready is not None:
+        on_ready(service, base)
+    running = [asyncio.create_task(_guarded(t, service, stop)) for t in (_evaluator, *tasks)]
+    try:
+        await stop.wait()
+    finally:
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await runner.cleanup()
+        try:
+            service.evaluate_pending(force=True)  # log the last verdict changes before leaving
+        finally:
+            service.close()

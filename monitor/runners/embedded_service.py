@@ -1,35 +1,27 @@
-"""The embedded runner: one process with HTTP ingest, SQLite persistence and /metrics.
+"""The embedded runner's service: a runner host whose every batch is committed to SQLite.
 
-The SQLite + asyncio transport around a :class:`~monitor.runners.host.MonitorHost`: it steps
-the host with each decoded batch, commits the accepted results, change events and dead
-letters in one SQLite transaction, and only then answers. On start the state is rebuilt from
-the database, so every acknowledged result is counted exactly once across crashes. The HTTP
-routes are in :mod:`monitor.runners.http_api`.
-
-Requests are processed one at a time on the event loop: the order in which batches are applied
-is the order in which they are committed, which is what makes a restart reproduce the state.
+:class:`EmbeddedService` steps a :class:`~monitor.runners.host.MonitorHost` with each decoded
+batch, commits the accepted results, change events and dead letters in one SQLite transaction,
+and only then reports. On start the state is rebuilt from the database, so every acknowledged
+result is counted exactly once across crashes. The HTTP face and the process around it are in
+:mod:`monitor.runners.embedded`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-import signal
-import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.contracts import DeadLetter, ItemResult, decode_events
 from monitor.core import Monitor
-from monitor.errors import MonitorError
 from monitor.runners.host import Change, MonitorHost
+from monitor.runners.settings import Settings
 from monitor.runners.store import SqliteStore
-from monitor.settings import Settings
 
 _REBUILD_BATCH = 100_000
 
@@ -233,78 +225,3 @@ class EmbeddedService:
 
     def metrics_text(self) -> bytes:
         return generate_latest(self.host.registry)
-
-
-# -- process ------------------------------------------------------------------------------
-BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
-
-
-async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Evaluate results that arrived within the cadence once no further request comes."""
-    interval = max(service.settings.eval_interval, 0.05)
-    while not stop.is_set():
-        await asyncio.sleep(interval)
-        try:
-            service.evaluate_pending()
-        except Exception as exc:  # storage trouble: reported, retried at the next tick
-            print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
-                  file=sys.stderr, flush=True)
-
-
-async def _guarded(task: BackgroundTask, service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Run a background task; a failure is reported on stderr and stops only that task."""
-    try:
-        await task(service, stop)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        name = getattr(task, "__qualname__", "task").split(".")[0].strip("_")
-        print(f"llm-monitor: {name} stopped: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
-
-
-async def serve(
-    settings: Settings,
-    *,
-    tasks: Sequence[BackgroundTask] = (),
-    on_ready: Callable[[EmbeddedService, str], None] | None = None,
-) -> None:
-    """Rebuild the state, listen, run ``tasks`` (replay, live view) and serve until SIGINT/SIGTERM."""
-    from monitor.runners.http_api import build_app
-
-    service = EmbeddedService(settings)
-    app = build_app(service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        service.close()
-        raise MonitorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
-                           "choose another --port or --host") from None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    port = settings.port
-    server = getattr(site, "_server", None)
-    if port == 0 and server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
-    base = f"http://{host}:{port}"
-    if on_ready is not None:
-        on_ready(service, base)
-    running = [asyncio.create_task(_guarded(t, service, stop)) for t in (_evaluator, *tasks)]
-    try:
-        await stop.wait()
-    finally:
-        for t in running:
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        await runner.cleanup()
-        try:
-            service.evaluate_pending(force=True)  # log the last verdict changes before leaving
-        finally:
-            service.close()

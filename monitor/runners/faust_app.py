@@ -36,7 +36,7 @@ from monitor.runners.kafka_core import (
     StepOutput,
     WorkerCore,
 )
-from monitor.settings import Settings
+from monitor.runners.settings import Settings
 
 
 class WorkerIO(Protocol):

@@ -11,7 +11,6 @@ Faust (:mod:`monitor.runners.faust_app`).
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
 from monitor.core import ApplyResult, CoreConfig, Monitor
+from monitor.core.changes import resolution_change
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
 Change = ResolutionChange | RankingChange
@@ -265,25 +265,10 @@ class MonitorHost:
 
 def lost_resolution(monitor: Monitor, benchmark: str, pair: frozenset[str], *,
                     previous: str) -> ResolutionChange | None:
-    """The change event of a pair whose current verdict differs from the logged ``previous``.
-
-    The one place a runner builds a :class:`ResolutionChange` itself (from the monitor's pair
-    figures); every other change event comes from the core.
-    """
-    for fig in monitor.pairs(benchmark, "all"):
-        if frozenset((fig["model_a"], fig["model_b"])) == pair:
-            return ResolutionChange(
-                change_id=0, benchmark=benchmark, model_a=fig["model_a"],
-                model_b=fig["model_b"], previous=previous, verdict=fig["verdict"],
-                n=int(fig["n"]), delta=_finite(fig["delta"]), cs_low=_finite(fig["cs_low"]),
-                cs_high=_finite(fig["cs_high"]), e_value=_finite(fig["e_value"]),
-                q=_finite(fig["q"]), q_cluster=_finite(fig["q_cluster"]),
-                q_anytime=_finite(fig["q_anytime"]), mde=_finite(fig["mde"]),
-                ts=datetime.now(UTC),
-            )
+    """The change event of a pair whose current verdict differs from the logged ``previous``
+    (built by the core's one builder from the pair's current view); None for an unknown pair."""
+    for view in monitor.pair_views(benchmark, "all"):
+        if frozenset((view.model_a, view.model_b)) == pair:
+            return resolution_change(view, change_id=0, benchmark=benchmark, previous=previous,
+                                     ts=datetime.now(UTC))
     return None
-
-
-def _finite(value: Any) -> float | None:
-    f = float(value)
-    return f if math.isfinite(f) else None

@@ -42,7 +42,7 @@ from monitor.runners.kafka_core import (
     StepOutput,
     WorkerCore,
 )
-from monitor.settings import Settings
+from monitor.runners.settings import Settings
 
 
 class KafkaWorker:

@@ -95,6 +95,8 @@ def bootstrap_servers(broker: str) -> list[str]:
 def read_settings_file(path: Path) -> dict[str, Any]:
     """The top-level mapping of a TOML (``.toml``), JSON (``.json``) or YAML settings file."""
     suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json", ".yaml", ".yml"):
+        raise ConfigError(f"--config {path}: use a .toml, .json, .yaml or .yml file")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -104,12 +106,10 @@ def read_settings_file(path: Path) -> dict[str, Any]:
             data: Any = tomllib.loads(text)
         elif suffix == ".json":
             data = json.loads(text)
-        elif suffix in (".yaml", ".yml"):
+        else:
             import yaml
 
             data = yaml.safe_load(text) or {}
-        else:
-            raise ConfigError(f"--config {path}: use a .toml, .json, .yaml or .yml file")
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()}: {exc}") from None
     except Exception as exc:  # yaml.YAMLError; yaml is imported only for YAML files

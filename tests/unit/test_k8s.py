@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import yaml
 
 from monitor.cli import app
 from monitor.errors import ConfigError
-from monitor.settings import Settings
+from monitor.runners.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
@@ -54,21 +55,33 @@ def test_parse_cli_rejects_an_unknown_option() -> None:
         parse_cli(["worker", "--brokers", "kafka://x:9092"])
 
 
-def test_worker_deployment_args_are_accepted_by_the_cli() -> None:
+def test_worker_deployment_settings_come_from_its_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     objs = load("worker.yaml")
     deployment, config, service = objs["Deployment"], objs["ConfigMap"], objs["Service"]
     c = container(deployment)
     assert c["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
     params = parse_cli(expand(c["args"], config["data"]))
-    assert params["broker"] == config["data"]["LLM_MONITOR_BROKER"]
-    assert params["broker"].startswith("kafka://")
-    assert params["alpha"] == pytest.approx(float(config["data"]["LLM_MONITOR_ALPHA"]))
-    assert params["family"] in {"adjacent", "all"}
+    # No flags: the worker builds its Settings from the pod's LLM_MONITOR_* environment, the
+    # way `llm-monitor worker` does.
+    assert c["args"] == ["worker"] and not any(params.values())
+    env: dict[str, str] = dict(config["data"])
+    assert all(k.startswith("LLM_MONITOR_") for k in env)
+    for key in list(os.environ):
+        if key.startswith("LLM_MONITOR_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings.build(serve_http=False)
+    assert settings.broker == env["LLM_MONITOR_BROKER"] and settings.broker.startswith("kafka://")
+    assert settings.alpha == pytest.approx(float(env["LLM_MONITOR_ALPHA"]))
+    assert settings.core_config().correction == env["LLM_MONITOR_CORRECTION"]
+    assert settings.family in {"adjacent", "all"}
     # More workers than partitions would idle (one benchmark never spans two workers).
-    assert deployment["spec"]["replicas"] <= params["partitions"]
+    assert deployment["spec"]["replicas"] <= settings.partitions
     # Metrics reachable from the cluster, on the port the Service and its annotations name.
-    assert params["metrics_host"] == "0.0.0.0"
-    port = params["metrics_port"]
+    assert settings.metrics_host == "0.0.0.0"
+    port = settings.metrics_port
     assert {"name": "metrics", "containerPort": port} in c["ports"]
     notes = service["metadata"]["annotations"]
     assert notes["prometheus.io/scrape"] == "true"
@@ -78,6 +91,10 @@ def test_worker_deployment_args_are_accepted_by_the_cli() -> None:
     labels = deployment["spec"]["selector"]["matchLabels"]
     assert deployment["spec"]["template"]["metadata"]["labels"] == labels
     assert service["spec"]["selector"] == labels and set(labels) == set(LABELS)
+    # A misspelt value in the ConfigMap is refused at start, naming the variable.
+    monkeypatch.setenv("LLM_MONITOR_CORRECTION", "bonferoni")
+    with pytest.raises(ConfigError, match="LLM_MONITOR_CORRECTION"):
+        Settings.build(serve_http=False)
 
 
 def test_monitor_statefulset_args_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,6 +118,9 @@ def test_monitor_statefulset_args_and_settings(monkeypatch: pytest.MonkeyPatch) 
     # The pod's environment (ConfigMap + Secret), read the way `llm-monitor run` reads it.
     env: dict[str, str] = dict(config["data"])
     assert all(k.startswith("LLM_MONITOR_") for k in env)
+    for key in list(os.environ):
+        if key.startswith("LLM_MONITOR_"):
+            monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LLM_MONITOR_TOKEN", "a-token")
@@ -108,6 +128,7 @@ def test_monitor_statefulset_args_and_settings(monkeypatch: pytest.MonkeyPatch) 
     settings = Settings.build(**options)
     assert settings.alpha == pytest.approx(float(env["LLM_MONITOR_ALPHA"]))
     assert settings.max_body_bytes == 10_000_000
+    assert settings.core_config().correction == env["LLM_MONITOR_CORRECTION"]
     monkeypatch.delenv("LLM_MONITOR_TOKEN")
     with pytest.raises(ConfigError, match="without a token"):
         Settings.build(**options)

@@ -7,8 +7,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult
-from monitor.runners.embedded import EmbeddedService
-from monitor.settings import Settings
+from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.settings import Settings
 
 
 def _batch(start: int, n: int, a_score: int, b_score: int) -> list[tuple[int, ItemResult]]:

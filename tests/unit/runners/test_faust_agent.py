@@ -19,7 +19,7 @@ from monitor.contracts import ItemResult
 from monitor.runners.faust_app import FaustWorker, build_app
 from monitor.runners.host import MonitorHost
 from monitor.runners.kafka_core import CHANGES_TOPIC, DEAD_LETTER_TOPIC
-from monitor.settings import Settings
+from monitor.runners.settings import Settings
 
 
 class MemoryIO:

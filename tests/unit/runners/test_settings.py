@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from monitor.errors import ConfigError
-from monitor.settings import Settings, is_loopback, parse_size
+from monitor.runners.settings import Settings, is_loopback, parse_size
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -70,3 +70,98 @@ def test_leak_suspect_exclusion_on_by_default_and_off_on_request(tmp_path: Path)
     assert Settings.build(db=tmp_path / "a.db").core_config().exclude_flags == ("leak-suspect",)
     off = Settings.build(db=tmp_path / "a.db", include_leak_suspect=True)
     assert off.core_config().exclude_flags == ()
+
+
+def test_settings_file_env_and_flags_in_that_order(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("ALPHA", "POWER", "CORRECTION", "EXCLUDE_FLAGS"):
+        monkeypatch.delenv(f"LLM_MONITOR_{key}", raising=False)
+    toml = tmp_path / "monitor.toml"
+    toml.write_text('alpha = 0.01\npower = 0.9\ncorrection = "holm"\n'
+                    'exclude_flags = ["leak-suspect", "canary"]\nbroker = "kafka://k:9092"\n')
+    s = Settings.build(config=toml)
+    assert (s.alpha, s.power, s.correction, s.bootstrap) == (0.01, 0.9, "holm", ["k:9092"])
+    assert s.core_config().exclude_flags == ("leak-suspect", "canary")
+    monkeypatch.setenv("LLM_MONITOR_POWER", "0.95")  # the environment beats the file
+    monkeypatch.setenv("LLM_MONITOR_EXCLUDE_FLAGS", "canary, other")
+    s = Settings.build(config=toml, alpha=0.02)  # a flag beats both
+    assert (s.alpha, s.power, s.exclude_flags) == (0.02, 0.95, ("canary", "other"))
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("m.json", '{"family": "all", "per_pair_series": "all", "include_leak_suspect": true}'),
+    ("m.yaml", "family: all\nper_pair_series: all\ninclude_leak_suspect: true\n"),
+])
+def test_json_and_yaml_settings_files(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / name).write_text(text)
+    core = Settings.build(config=tmp_path / name).core_config()
+    assert (core.family, core.per_pair_series, core.exclude_flags) == ("all", "all", ())
+
+
+def test_errors_name_the_option_the_variable_and_the_file_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('correction = "sidak"\nalpah = 0.1\n')
+    with pytest.raises(ConfigError) as err:
+        Settings.build(config=bad)
+    text = str(err.value)
+    assert "invalid setting 'correction' (option --correction, env LLM_MONITOR_CORRECTION, " \
+           f"key correction in {bad})" in text
+    assert "must be one of none, bonferroni, holm, bh" in text
+    assert f"unknown setting 'alpah' in {bad}" in text
+    with pytest.raises(ConfigError, match=r"--config .*use a \.toml"):
+        Settings.build(config=tmp_path / "x.ini")
+    (tmp_path / "broken.toml").write_text("alpha = = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        Settings.build(config=tmp_path / "broken.toml")
+    with pytest.raises(ConfigError, match="LLM_MONITOR_BROKER"):
+        Settings.build(broker="no-port-here")
+
+
+def test_non_loopback_refused_only_where_http_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LLM_MONITOR_TOKEN", raising=False)
+    monkeypatch.setenv("LLM_MONITOR_HOST", "0.0.0.0")  # e.g. one ConfigMap for both runners
+    with pytest.raises(ConfigError, match="without a token"):
+        Settings.build()
+    assert Settings.build(serve_http=False).host == "0.0.0.0"
+
+
+CORE_FLAGS = ["--alpha", "0.02", "--power", "0.9", "--family", "all", "--correction", "bh",
+              "--per-pair-series", "all", "--exclude-flag", "canary", "--include-leak-suspect",
+              "--eval-interval", "0.5"]
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Settings:
+    """The Settings the CLI builds for ``args``, caught where the runner would start."""
+    from typer.testing import CliRunner
+
+    import monitor.commands.run as run_cmd
+    import monitor.runners.kafka_worker as kafka_worker
+    from monitor.cli import app
+
+    got: list[Settings] = []
+    def run_worker(settings: Settings) -> int:
+        got.append(settings)
+        return 0
+
+    monkeypatch.setattr(run_cmd, "_start", lambda settings, **kw: got.append(settings))
+    monkeypatch.setattr(kafka_worker, "run_worker", run_worker)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (settings,) = got
+    return settings
+
+
+def test_every_core_option_means_the_same_in_every_runner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    embedded = _captured(monkeypatch, ["run", "--db", str(tmp_path / "m.db"), *CORE_FLAGS])
+    worker = _captured(monkeypatch, ["worker", *CORE_FLAGS])
+    assert embedded.core_config() == worker.core_config()
+    core = worker.core_config()
+    assert (core.alpha, core.power, core.family, core.correction, core.per_pair_series,
+            core.exclude_flags) == (0.02, 0.9, "all", "bh", "all", ("canary",))
+    assert worker.eval_interval == embedded.eval_interval == 0.5
+    # The worker reads the environment too (it used to take options only).
+    monkeypatch.setenv("LLM_MONITOR_CORRECTION", "holm")
+    monkeypatch.setenv("LLM_MONITOR_BATCH_SIZE", "77")
+    from_env = _captured(monkeypatch, ["worker"])
+    assert (from_env.correction, from_env.batch_size) == ("holm", 77)
