@@ -1,6 +1,6 @@
 """Full-board resolution report, 100 models × 12,032 items, all 4,950 pairs with 14 clusters.
 
-Ours: ``monitor.report.build_report`` (Gram-matrix board + family + Holm) on the whole matrix.
+Ours: ``monitor.offline.report.build_report`` (Gram-matrix board + family + Holm) on the whole matrix.
 Peer: a per-pair Python loop calling statsmodels' exact ``mcnemar`` on the 2×2 table plus the
 same per-pair N*, q and cluster design-effect arithmetic in numpy. The peer is timed on a
 random subset of pairs and extrapolated per pair to all 4,950 (said so in the output).
@@ -56,7 +56,10 @@ def peer_pair(xa: np.ndarray, xb: np.ndarray, codes: np.ndarray, n_groups: int,
     n = d.size
     delta = float(d.mean())
     s2 = float(d.var())
-    n_star = z * z * s2 / (delta * delta) if delta != 0 else np.inf
+    # N* from the sizing estimates (Agresti–Min pseudo-items, docs/contract.md)
+    d_size = float(d.sum()) / (n + 2)
+    s2_size = (float((d * d).sum()) + 1.0) / (n + 2) - d_size * d_size
+    n_star = z * z * s2_size / (d_size * d_size) if d_size != 0 else np.inf
     q = n / n_star if np.isfinite(n_star) else 0.0
     sums = np.bincount(codes, weights=d - delta, minlength=n_groups)
     de = float(np.sum(sums * sums)) / (n * s2) if s2 > 0 else 1.0
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from monitor.io.tables import ScoreTable
-    from monitor.report import build_report
+    from monitor.offline.report import build_report
     from monitor.stats.board import all_pairs, board
     from monitor.stats.power import z_total
 
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        rep = build_report(table, family="all", correction="holm")
+        rep = build_report(table, family="all", correction="holm").as_dict()
         times.append(time.perf_counter() - t0)
     ours = min(times)
     n_pairs = len(rep["pairs"])
@@ -116,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     peer_total = peer_per_pair * n_pairs
 
     pv = np.array([r[0] for r in peer])
+    q_peer = np.array([r[2] for r in peer])
     de = np.array([r[3] for r in peer])
     if res.design_effect is None:
         raise RuntimeError("board() returned no design effect although groups were given")
     max_p = float(np.max(np.abs(pv - res.p_value[pick])))
     max_de = float(np.max(np.abs(de / res.design_effect[pick] - 1)))
+    max_q = float(np.max(np.abs(q_peer / res.q[pick] - 1)))
 
     print(f"board: {N_MODELS} models × {N_ITEMS:,} items, {n_pairs:,} pairs, "
           f"{N_CLUSTERS} clusters, 0/1 scores, single core (BLAS threads = 1)")
@@ -128,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(best of {args.repeat}; board() alone {min(board_times):.3f} s)")
     print(f"peer  per-pair loop, statsmodels mcnemar(exact) + N*/q/DE: {peer_total:.2f} s "
           f"({peer_per_pair * 1e3:.3f} ms/pair, {how})")
-    print(f"agreement on those pairs: max |Δp| = {max_p:.1e}, max relative ΔDE = {max_de:.1e}")
+    print(f"agreement on those pairs: max |Δp| = {max_p:.1e}, max relative ΔDE = {max_de:.1e}, "
+          f"max relative Δq = {max_q:.1e}")
     print(f"ratio peer/ours: {peer_total / ours:.1f}×  (targets: ours ≤ 2 s, ratio ≥ 20×)")
     return 0
 

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         """Empirical power at N = N*: simulated correlated pairs, or resamples of a real pair."""
         show = not as_json
         if anytime:
-            from monitor.anytime_report import (
+            from monitor.offline.replay import (
                 anytime_calibration_figures,
                 render_anytime_calibration,
             )

@@ -15,7 +15,7 @@ from rich.text import Text
 from monitor.commands._output import emit
 from monitor.errors import ConfigError
 from monitor.io.tables import read_table
-from monitor.report import FAMILIES, build_report, select_models
+from monitor.offline.report import FAMILIES, build_report, select_models
 from monitor.stats.multiplicity import METHODS
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.
@@ -219,21 +219,45 @@ def register(app: typer.Typer) -> None:
                            na_as_wrong=not na_as_absent)
         if complete_only or top is not None:
             table = select_models(table, complete_only=complete_only, top=top)
-        rep = build_report(table, family=family, correction=correction, alpha=alpha,
-                           power=power)
-        rep["selection"] = {"complete_only": complete_only, "top": top}
+        report = build_report(table, family=family, correction=correction, alpha=alpha,
+                              power=power, selection={"complete_only": complete_only, "top": top})
         if anytime:
-            from monitor.anytime_report import add_anytime, render_anytime
+            from monitor.offline.replay import with_anytime
 
-            add_anytime(rep, table, alpha=alpha, power=power, order=order, seed=seed)
+            rep = with_anytime(report, table, order=order, seed=seed).as_dict()
             fixed = _human(rep)
 
             def human(console: Console) -> None:
                 fixed(console)
                 if not console.is_terminal:
                     console = Console(width=max(console.width, 120), highlight=False)
-                render_anytime(console, rep)
+                _render_anytime(console, rep)
 
             emit(rep, as_json=as_json, human=human)
             return
+        rep = report.as_dict()
         emit(rep, as_json=as_json, human=_human(rep))
+
+
+def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
+    """The anytime columns as a second table under the fixed-N report."""
+    info = rep["anytime"]
+    table = Table(
+        title=(f"anytime-valid verdicts · order: {info['order']} · resolved when E ≥ "
+               f"{info['e_threshold']:.4g} (e-Bonferroni) · "
+               f"{info['resolved_anytime']}/{len(rep['pairs'])} resolved")
+    )
+    table.add_column("pair", overflow="fold", ratio=1, min_width=20)
+    for col in ("n", "E", "CS for δ", "N*_AV", "q_AV", "first resolved at"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for p in rep["pairs"]:
+        table.add_row(
+            f"{p['model_a']} > {p['model_b']}",
+            str(p["n"]),
+            f"{p['e_value']:.3g}",
+            f"[{p['cs_low']:+.3f}, {p['cs_high']:+.3f}]",
+            str(p["n_star_anytime"]),
+            f"{p['q_anytime']:.2f}",
+            "—" if p["first_resolved_at"] is None else str(p["first_resolved_at"]),
+        )
+    console.print(table)

@@ -1,4 +1,4 @@
-"""Anytime-valid fields of the offline report: replay a table item by item through the e-processes.
+"""The anytime replay of the offline report: a table item by item through the e-processes.
 
 For each pair of the family the table is replayed in a chosen item order (file order = order of
 first appearance of item_id, or a seeded shuffle) and the pair is *resolved (anytime)* at the
@@ -10,6 +10,7 @@ makes that true by construction.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from monitor.io.tables import ScoreTable
+from monitor.offline.report import AnytimeReplay, ResolutionReport
 from monitor.stats import eprocess as ep
-from monitor.stats import power as pw
+from monitor.stats.figures import PairSums, pair_figures
 
 ORDERS = ("file", "shuffle")
 _CHUNK_CELLS = 4_000_000  # items × pairs per chunk
@@ -47,7 +49,7 @@ def _mcnemar_bounds(n_disc: int, thr: float) -> np.ndarray:
     return np.where(reach, hi, k + 1.0).astype(np.int64)
 
 
-def anytime_fields(
+def anytime_replay(
     table: ScoreTable,
     pairs: tuple[np.ndarray, np.ndarray],
     *,
@@ -55,13 +57,13 @@ def anytime_fields(
     power: float = 0.8,
     order: str = "file",
     seed: int | None = None,
-) -> list[dict[str, Any]]:
-    """Per pair (columns a[k], b[k] of ``table.scores``): the anytime fields of the report.
+) -> AnytimeReplay:
+    """Replay the pairs (columns a[k], b[k] of ``table.scores``) item by item.
 
-    Keys: ``e_value``, ``log_e_value``, ``cs_low``, ``cs_high`` (confidence sequence at the
-    family level α/m), ``n_star_anytime`` (at α/m), ``q_anytime``, ``resolved_anytime`` and
-    ``first_resolved_at`` (1-based count of paired items in the replay order at which E first
-    reached m/α, or None). ``e_value`` is the final E_n.
+    Each pair's e-process is the McNemar mixture when both columns are 0/1, else the bounded
+    one (the kernel's rule). The first crossing of m/α in the replay order is found from
+    cumulative counts; the final figures (e-value, confidence sequence and N*_AV at α/m) are
+    the kernel's on the whole table.
     """
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
@@ -70,132 +72,64 @@ def anytime_fields(
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     m = int(a_idx.size)
-    if m == 0:
-        return []
     x = table.scores
     if order == "shuffle":
         x = x[np.random.default_rng(seed).permutation(x.shape[0])]
     n_items = x.shape[0]
-    alpha_pair = alpha / m  # e-Bonferroni: E ≥ m/α
+    alpha_pair = alpha / max(m, 1)  # e-Bonferroni: E ≥ m/α
     thr = math.log(1.0 / alpha_pair)
-    finite = x[~np.isnan(x)]
-    binary = bool(np.all((finite == 0) | (finite == 1)))
-    bounds = _mcnemar_bounds(n_items, thr) if binary else None
+    present_all = ~np.isnan(x)
+    col_binary = np.all(~present_all | (x == 0) | (x == 1), axis=0)
+    pair_binary = col_binary[a_idx] & col_binary[b_idx]
+    bounds = (_mcnemar_bounds(n_items, thr) if pair_binary.any()
+              else np.zeros(0, dtype=np.int64))
 
-    n = np.zeros(m)
-    s = np.zeros(m)
-    v = np.zeros(m)
-    n10 = np.zeros(m)
-    n01 = np.zeros(m)
+    sums = {key: np.zeros(m) for key in ("n", "sa", "sb", "saa", "sbb", "sab")}
     first = np.full(m, -1, dtype=np.int64)
     chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
-    for start in range(0, m, chunk):
-        sl = slice(start, min(start + chunk, m))
-        xa, xb = x[:, a_idx[sl]], x[:, b_idx[sl]]
-        present = ~np.isnan(xa) & ~np.isnan(xb)
-        d = np.where(present, xa - xb, 0.0)
-        cum_n = np.cumsum(present, axis=0, dtype=np.int64)
-        if bounds is not None:
-            c10 = np.cumsum(d > 0, axis=0, dtype=np.int64)
-            c01 = np.cumsum(d < 0, axis=0, dtype=np.int64)
-            crossed = np.maximum(c10, c01) >= bounds[c10 + c01]
-            n10[sl], n01[sl] = c10[-1], c01[-1]
-            s[sl] = c10[-1] - c01[-1]
-            v[sl] = c10[-1] + c01[-1]
-        else:
-            cs_ = np.cumsum(d, axis=0)
-            cv_ = np.cumsum(d * d, axis=0)
-            crossed = np.asarray(ep.log_e_bounded(cum_n, cs_, cv_)) >= thr
-            s[sl], v[sl] = cs_[-1], cv_[-1]
-        n[sl] = cum_n[-1]
-        any_cross = crossed.any(axis=0)
-        row = np.argmax(crossed, axis=0)
-        cols = np.arange(row.size)
-        first[sl] = np.where(any_cross, cum_n[row, cols], -1)
+    for binary in (True, False):
+        sel = np.flatnonzero(pair_binary == binary)
+        for start in range(0, sel.size, chunk):
+            ks = sel[start:start + chunk]
+            xa, xb = x[:, a_idx[ks]], x[:, b_idx[ks]]
+            present = ~np.isnan(xa) & ~np.isnan(xb)
+            xa0, xb0 = np.where(present, xa, 0.0), np.where(present, xb, 0.0)
+            d = xa0 - xb0
+            cum_n = np.cumsum(present, axis=0, dtype=np.int64)
+            if binary:
+                c10 = np.cumsum(d > 0, axis=0, dtype=np.int64)
+                c01 = np.cumsum(d < 0, axis=0, dtype=np.int64)
+                crossed = np.maximum(c10, c01) >= bounds[c10 + c01]
+            else:
+                log_e = ep.log_e_bounded(cum_n, np.cumsum(d, axis=0),
+                                         np.cumsum(d * d, axis=0))
+                crossed = np.asarray(log_e) >= thr
+            row = np.argmax(crossed, axis=0)
+            first[ks] = np.where(crossed.any(axis=0), cum_n[row, np.arange(row.size)], -1)
+            for key, val in (("n", present), ("sa", xa0), ("sb", xb0), ("saa", xa0 * xa0),
+                             ("sbb", xb0 * xb0), ("sab", xa0 * xb0)):
+                sums[key][ks] = val.sum(axis=0)
 
-    if binary:
-        log_e = np.asarray(ep.log_e_mcnemar(n10, n01), dtype=float)
-        lo, hi = ep.cs_mcnemar(n - n10 - n01, n10, n01, 0, alpha=alpha_pair)
-    else:
-        log_e = np.asarray(ep.log_e_bounded(n, s, v), dtype=float)
-        lo, hi = ep.cs_bounded(n, s, v, alpha=alpha_pair)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        delta = np.where(n > 0, s / np.where(n > 0, n, 1), 0.0)
-        s2 = np.where(n > 0, np.maximum(v / np.where(n > 0, n, 1) - delta * delta, 0.0), 0.0)
-    n_av = np.atleast_1d(
-        ep.n_star_anytime(delta, s2, alpha=alpha_pair, power=power,
-                          construction="mcnemar" if binary else "bounded")
-    )
-    q_av = pw.resolution_ratio(n, n_av)
-    lo, hi = np.atleast_1d(lo), np.atleast_1d(hi)
-    out = []
-    for k in range(m):
-        le = float(log_e[k])
-        out.append({
-            "e_value": math.exp(le) if le < 709.0 else math.inf,
-            "log_e_value": le,
-            "cs_low": float(lo[k]),
-            "cs_high": float(hi[k]),
-            "n_star_anytime": math.ceil(n_av[k]) if math.isfinite(n_av[k]) else math.inf,
-            "q_anytime": float(q_av[k]),
-            "resolved_anytime": bool(first[k] >= 0),
-            "first_resolved_at": int(first[k]) if first[k] >= 0 else None,
-        })
-    return out
+    figures = pair_figures(PairSums.build(n=sums["n"], sa=sums["sa"], sb=sums["sb"],
+                                          saa=sums["saa"], sbb=sums["sbb"], sab=sums["sab"],
+                                          binary=pair_binary), alpha=alpha_pair,
+                           power=power)
+    return AnytimeReplay(order=order, seed=seed, alpha=alpha, figures=figures,
+                         first_resolved_at=tuple(int(f) if f >= 0 else None for f in first))
 
 
-def add_anytime(
-    rep: dict[str, Any],
+def with_anytime(
+    report: ResolutionReport,
     table: ScoreTable,
     *,
-    alpha: float,
-    power: float,
     order: str = "file",
     seed: int | None = None,
-) -> dict[str, Any]:
-    """Extend a ``build_report`` dict in place with the anytime fields of its family's pairs."""
-    index = {name: j for j, name in enumerate(table.models)}
-    a = np.array([index[p["model_a"]] for p in rep["pairs"]], dtype=np.intp)
-    b = np.array([index[p["model_b"]] for p in rep["pairs"]], dtype=np.intp)
-    fields = anytime_fields(table, (a, b), alpha=alpha, power=power, order=order, seed=seed)
-    for entry, extra in zip(rep["pairs"], fields, strict=True):
-        entry.update(extra)
-    m = len(fields)
-    rep["anytime"] = {
-        "order": order,
-        "seed": seed,
-        "threshold": "e-bonferroni",
-        "e_threshold": m / alpha if m else None,
-        "alpha_per_pair": alpha / m if m else None,
-        "construction": "mcnemar-beta-binomial" if rep.get("binary") else "gamma-exponential",
-        "resolved_anytime": int(sum(f["resolved_anytime"] for f in fields)),
-    }
-    return rep
-
-
-def render_anytime(console: Console, rep: dict[str, Any]) -> None:
-    """The anytime columns as a second table under the fixed-N report."""
-    info = rep["anytime"]
-    table = Table(
-        title=(f"anytime-valid verdicts · order: {info['order']} · resolved when E ≥ "
-               f"{info['e_threshold']:.4g} (e-Bonferroni) · "
-               f"{info['resolved_anytime']}/{len(rep['pairs'])} resolved")
-    )
-    table.add_column("pair", overflow="fold", ratio=1, min_width=20)
-    for col in ("n", "E", "CS for δ", "N*_AV", "q_AV", "first resolved at"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for p in rep["pairs"]:
-        e = p["e_value"]
-        table.add_row(
-            f"{p['model_a']} > {p['model_b']}",
-            str(p["n"]),
-            f"{e:.3g}",
-            f"[{p['cs_low']:+.3f}, {p['cs_high']:+.3f}]",
-            str(p["n_star_anytime"]),
-            f"{p['q_anytime']:.2f}",
-            "—" if p["first_resolved_at"] is None else str(p["first_resolved_at"]),
-        )
-    console.print(table)
+) -> ResolutionReport:
+    """``report`` with the anytime replay of its family's pairs (same α and power)."""
+    res = report.figures
+    replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
+                            order=order, seed=seed)
+    return replace(report, anytime=replay)
 
 
 def anytime_calibration_figures(

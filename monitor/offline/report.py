@@ -5,9 +5,10 @@ Definitions (also in ``llm-monitor report --help`` and docs/mmlu-pro-top10.md):
 * **ranking** — models by their mean score over the items each one has, best first.
 * **family** — the pairs read together: adjacent pairs of the ranking (default) or all pairs.
   Each pair is (higher-ranked A, lower-ranked B); δ̂ = mean_A − mean_B on the shared items.
-* **resolved** — q = N / N* ≥ 1, with N* = z² σ̂_D² / δ̂² and z = z_{1−α'/2} + z_{1−β} at the
+* **resolved** — q = N / N* ≥ 1, with N* = z² σ̃² / δ̃² and z = z_{1−α'/2} + z_{1−β} at the
   per-comparison level α' = family_alpha(α, m, correction) (α/m for Bonferroni and Holm, α for
-  none and BH). A planning verdict: the shared items are enough to detect a gap of this size.
+  none and BH); δ̃, σ̃² are the kernel's sizing estimates (:mod:`monitor.stats.figures`). A
+  planning verdict: the shared items are enough to detect a gap of this size.
 * **resolved_cluster** — q_cluster = q / DE ≥ 1 with the cluster-robust design effect DE
   (groups sampled); **resolved_strata** — the same with the stratified DE (groups fixed).
 * **significant** — the family-adjusted p-value (exact McNemar on 0/1 data, paired t
@@ -17,14 +18,19 @@ Definitions (also in ``llm-monitor report --help`` and docs/mmlu-pro-top10.md):
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board
+from monitor.stats.figures import PairFigures
+
+FloatArray = NDArray[np.float64]
 
 Family = Literal["adjacent", "all"]
 FAMILIES: tuple[str, ...] = ("adjacent", "all")
@@ -90,6 +96,153 @@ def _ceil(x: float) -> float | int:
     return math.ceil(x) if math.isfinite(x) else math.inf
 
 
+@dataclass(frozen=True)
+class RankEntry:
+    """One model of the ranking: 1-based rank, mean over its own items, and their count."""
+
+    rank: int
+    model: str
+    mean: float
+    n: int
+
+
+@dataclass(frozen=True)
+class AnytimeReplay:
+    """The anytime-valid replay of the family's pairs (see :mod:`monitor.offline.replay`).
+
+    ``figures`` holds the kernel's figures after the whole table at level α/m (e-value,
+    confidence sequence, N*_AV, q_AV); ``first_resolved_at`` the 1-based paired item at which
+    E_n first reached m/α in the replay order (None if never).
+    """
+
+    order: str
+    seed: int | None
+    alpha: float
+    figures: PairFigures
+    first_resolved_at: tuple[int | None, ...]
+
+    @property
+    def resolved(self) -> int:
+        """Pairs resolved (anytime) at some point of the replay."""
+        return sum(x is not None for x in self.first_resolved_at)
+
+    def pair_fields(self, k: int) -> dict[str, Any]:
+        """The anytime keys of pair ``k`` in the report's JSON."""
+        r = self.figures.record(k)
+        n_av = math.inf if r.n_star_anytime is None else r.n_star_anytime
+        return {
+            "e_value": r.e_value, "log_e_value": r.log_e, "cs_low": r.cs_low,
+            "cs_high": r.cs_high, "n_star_anytime": _ceil(n_av), "q_anytime": r.q_anytime,
+            "resolved_anytime": self.first_resolved_at[k] is not None,
+            "first_resolved_at": self.first_resolved_at[k],
+        }
+
+    def summary(self, binary: bool) -> dict[str, Any]:
+        m = len(self.first_resolved_at)
+        return {
+            "order": self.order, "seed": self.seed, "threshold": "e-bonferroni",
+            "e_threshold": m / self.alpha if m else None,
+            "alpha_per_pair": self.alpha / m if m else None,
+            "construction": "mcnemar-beta-binomial" if binary else "gamma-exponential",
+            "resolved_anytime": self.resolved,
+        }
+
+
+@dataclass(frozen=True)
+class ResolutionReport:
+    """The resolution report of one table: the ranking, the family's pairs and their figures.
+
+    ``figures`` are the kernel's figures of the family's pairs (pair k is
+    ``models[figures.a[k]]`` against ``models[figures.b[k]]``, A ranked above B), at the
+    per-comparison level ``alpha_per_pair``; ``p_adjusted`` the family-adjusted p-values.
+    :meth:`as_dict` is the JSON contract of ``llm-monitor report``.
+    """
+
+    source: str
+    benchmark: str | None
+    n_items: int
+    models: tuple[str, ...]
+    family: str
+    correction: str
+    alpha: float
+    alpha_per_pair: float
+    power: float
+    group_column: str | None
+    ranking: tuple[RankEntry, ...]
+    rank: tuple[int, ...]  # 1-based rank of each model column
+    figures: BoardResult
+    p_adjusted: FloatArray
+    selection: dict[str, Any] | None = None
+    anytime: AnytimeReplay | None = None
+
+    @property
+    def binary(self) -> bool:
+        return self.figures.all_binary
+
+    def significant(self) -> NDArray[np.bool_]:
+        """Family-adjusted p < α."""
+        return self.p_adjusted < self.alpha
+
+    def pair_dict(self, k: int) -> dict[str, Any]:
+        """The JSON object of pair ``k``."""
+        res = self.figures
+        r = res.record(k)
+        ia, ib = int(res.a[k]), int(res.b[k])
+        entry: dict[str, Any] = {
+            "model_a": self.models[ia], "model_b": self.models[ib],
+            "rank_a": self.rank[ia], "rank_b": self.rank[ib],
+            "n": r.n, "mean_a": r.mean_a, "mean_b": r.mean_b, "delta": r.delta,
+            "sigma_d2": r.sigma_d2, "rho": r.rho, "n_star": _ceil(r.n_star),
+            "n_star_exact": r.n_star, "q": r.q, "mde": r.mde, "design_effect": None,
+            "n_star_cluster": None, "q_cluster": None, "q_strata": None,
+            "p_value": r.p_value, "p_adjusted": float(self.p_adjusted[k]),
+            "resolved": bool(r.q >= 1.0), "resolved_cluster": None, "resolved_strata": None,
+            "significant": bool(self.p_adjusted[k] < self.alpha),
+        }
+        if r.binary:
+            entry.update(n11=r.n11, n10=r.n10, n01=r.n01, n00=r.n00)
+        if r.design_effect is not None and r.q_grouped is not None:
+            entry["design_effect"] = r.design_effect
+            if r.group_kind == "cluster":
+                entry.update(n_star_cluster=_ceil(r.n_star * r.design_effect),
+                             q_cluster=r.q_grouped, resolved_cluster=bool(r.q_grouped >= 1.0))
+            else:
+                entry.update(q_strata=r.q_grouped, resolved_strata=bool(r.q_grouped >= 1.0))
+        if self.anytime is not None:
+            entry.update(self.anytime.pair_fields(k))
+        return entry
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-able values (the ``--json`` contract)."""
+        res = self.figures
+        kind = res.group_kind
+        grouped = res.resolved_grouped()
+        verdicts: dict[str, Any] = {
+            "pairs": len(res), "resolved": int(np.sum(res.resolved())),
+            "significant": int(np.sum(self.significant())),
+            "resolved_cluster": None, "resolved_strata": None,
+        }
+        if grouped is not None:
+            verdicts[f"resolved_{kind}"] = int(np.sum(grouped))
+        out: dict[str, Any] = {
+            "source": self.source, "benchmark": self.benchmark, "n_items": self.n_items,
+            "n_models": len(self.models), "binary": self.binary,
+            "test": "mcnemar-exact" if self.binary else "paired-t",
+            "family": self.family, "correction": self.correction, "alpha": self.alpha,
+            "alpha_per_pair": self.alpha_per_pair, "power": self.power,
+            "groups": None if kind is None else {
+                "kind": kind, "column": self.group_column, "n_groups": res.n_groups},
+            "ranking": [asdict(e) for e in self.ranking],
+            "pairs": [self.pair_dict(k) for k in range(len(res))],
+            "verdicts": verdicts,
+        }
+        if self.selection is not None:
+            out["selection"] = dict(self.selection)
+        if self.anytime is not None:
+            out["anytime"] = self.anytime.summary(self.binary)
+        return out
+
+
 def build_report(
     table: ScoreTable,
     *,
@@ -97,13 +250,9 @@ def build_report(
     correction: str = "holm",
     alpha: float = 0.05,
     power: float = 0.8,
-) -> dict[str, Any]:
-    """The resolution report of one table as a plain dict (the JSON contract of ``report``).
-
-    Keys: ``ranking`` (rank, model, mean, n), ``pairs`` (model_a, model_b, n, delta, sigma_d2,
-    rho, n_star, q, mde, design_effect, q_cluster, p_value, p_adjusted, resolved, and more),
-    ``verdicts`` (counts) and the settings that produced them.
-    """
+    selection: dict[str, Any] | None = None,
+) -> ResolutionReport:
+    """The resolution report of one table (see the module docstring for the definitions)."""
     correction = multiplicity.check_method(correction)
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
@@ -114,91 +263,18 @@ def build_report(
     order, means, counts = ranking_order(table)
     a, b = family_pairs(order, family)
     _check_shared(table, a, b)
-    m = int(a.size)
-    alpha_pair = multiplicity.family_alpha(alpha, m, method=correction)
+    alpha_pair = multiplicity.family_alpha(alpha, int(a.size), method=correction)
     res = board(table.scores, pairs=(a, b), groups=table.groups,
                 group_kind=table.group_kind or "cluster", alpha=alpha_pair, power=power)
-    p_adj = multiplicity.adjust_pvalues(res.p_value, method=correction)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
-
-    ranking = [
-        {"rank": int(rank[j]), "model": table.models[j], "mean": float(means[j]),
-         "n": int(counts[j])}
-        for j in order
-    ]
-    pairs = [_pair_entry(table, res, p_adj, rank, k, alpha) for k in range(m)]
-    kind = table.group_kind
-    verdicts: dict[str, Any] = {
-        "pairs": m,
-        "resolved": int(np.sum(res.q >= 1.0)),
-        "significant": int(np.sum(p_adj < alpha)),
-        "resolved_cluster": None,
-        "resolved_strata": None,
-    }
-    if res.q_grouped is not None:
-        verdicts[f"resolved_{kind}"] = int(np.sum(res.q_grouped >= 1.0))
-    return {
-        "source": table.source,
-        "benchmark": table.benchmark,
-        "n_items": len(table.item_ids),
-        "n_models": len(table.models),
-        "binary": res.all_binary,
-        "test": "mcnemar-exact" if res.all_binary else "paired-t",
-        "family": family,
-        "correction": correction,
-        "alpha": alpha,
-        "alpha_per_pair": alpha_pair,
-        "power": power,
-        "groups": None if kind is None else {
-            "kind": kind, "column": table.group_col, "n_groups": res.n_groups},
-        "ranking": ranking,
-        "pairs": pairs,
-        "verdicts": verdicts,
-    }
-
-
-def _pair_entry(table: ScoreTable, res: BoardResult, p_adj: np.ndarray, rank: np.ndarray,
-                k: int, alpha: float) -> dict[str, Any]:
-    ia, ib = int(res.a[k]), int(res.b[k])
-    n_star = float(res.n_star[k])
-    q = float(res.q[k])
-    entry: dict[str, Any] = {
-        "model_a": table.models[ia],
-        "model_b": table.models[ib],
-        "rank_a": int(rank[ia]),
-        "rank_b": int(rank[ib]),
-        "n": int(res.n[k]),
-        "mean_a": float(res.mean_a[k]),
-        "mean_b": float(res.mean_b[k]),
-        "delta": float(res.delta[k]),
-        "sigma_d2": float(res.sigma_d2[k]),
-        "rho": float(res.rho[k]),
-        "n_star": _ceil(n_star),
-        "n_star_exact": n_star,
-        "q": q,
-        "mde": float(res.mde[k]),
-        "design_effect": None,
-        "n_star_cluster": None,
-        "q_cluster": None,
-        "q_strata": None,
-        "p_value": float(res.p_value[k]),
-        "p_adjusted": float(p_adj[k]),
-        "resolved": bool(q >= 1.0),
-        "resolved_cluster": None,
-        "resolved_strata": None,
-        "significant": bool(p_adj[k] < alpha),
-    }
-    if res.binary[k]:
-        entry.update(n11=round(float(res.n11[k])), n10=round(float(res.n10[k])),
-                     n01=round(float(res.n01[k])), n00=round(float(res.n00[k])))
-    if res.design_effect is not None and res.q_grouped is not None:
-        de = float(res.design_effect[k])
-        qg = float(res.q_grouped[k])
-        entry["design_effect"] = de
-        if res.group_kind == "cluster":
-            entry.update(n_star_cluster=_ceil(n_star * de), q_cluster=qg,
-                         resolved_cluster=bool(qg >= 1.0))
-        else:
-            entry.update(q_strata=qg, resolved_strata=bool(qg >= 1.0))
-    return entry
+    return ResolutionReport(
+        source=table.source, benchmark=table.benchmark, n_items=len(table.item_ids),
+        models=tuple(table.models), family=family, correction=correction, alpha=alpha,
+        alpha_per_pair=alpha_pair, power=power, group_column=table.group_col,
+        ranking=tuple(RankEntry(rank=int(rank[j]), model=table.models[j],
+                                mean=float(means[j]), n=int(counts[j])) for j in order),
+        rank=tuple(int(r) for r in rank), figures=res,
+        p_adjusted=multiplicity.adjust_pvalues(res.p_value, method=correction),
+        selection=selection,
+    )

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from monitor.anytime_report import anytime_fields
 from monitor.cli import main
 from monitor.io.tables import ScoreTable
+from monitor.offline.replay import anytime_replay
 from monitor.stats import eprocess as ep
 
 
@@ -25,7 +25,8 @@ def test_first_resolved_at_matches_brute_force() -> None:
     table = _table(np.random.default_rng(0))
     a, b = np.triu_indices(5, 1)
     for order, seed in [("file", None), ("shuffle", 3)]:
-        fields = anytime_fields(table, (a, b), alpha=0.05, order=order, seed=seed)
+        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed)
+        fields = [replay.pair_fields(k) for k in range(a.size)]
         x = table.scores if seed is None else table.scores[np.random.default_rng(seed).permutation(3000)]
         thr = np.log(a.size / 0.05)
         for k in range(a.size):
@@ -37,7 +38,8 @@ def test_first_resolved_at_matches_brute_force() -> None:
             assert fields[k]["log_e_value"] == float(le[-1])
             assert fields[k]["resolved_anytime"] == bool(hits.size)
     # a vs d differs by 0.25: resolved; d vs e has no gap.
-    fields = anytime_fields(table, (a, b), order="shuffle", seed=1)
+    replay = anytime_replay(table, (a, b), order="shuffle", seed=1)
+    fields = [replay.pair_fields(k) for k in range(a.size)]
     assert fields[2]["resolved_anytime"] and fields[2]["cs_low"] > 0
 
 

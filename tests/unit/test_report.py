@@ -10,7 +10,7 @@ from statsmodels.stats.multitest import multipletests
 
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
-from monitor.report import build_report
+from monitor.offline.report import build_report
 from monitor.stats import power as pw
 
 CONTRACT = ("model_a", "model_b", "n", "delta", "sigma_d2", "rho", "n_star", "q", "mde",
@@ -38,7 +38,7 @@ def test_adjacent_family_and_correction(correction: str) -> None:
     x = _board()
     rng = np.random.default_rng(1)
     groups = rng.choice(np.array(list("abcdefghij")), size=len(x))
-    rep = build_report(_table(x, groups=groups, kind="cluster"), correction=correction)
+    rep = build_report(_table(x, groups=groups, kind="cluster"), correction=correction).as_dict()
     means = x.mean(axis=0)
     assert [r["model"] for r in rep["ranking"]] == [f"m{j}" for j in np.argsort(-means)]
     assert [r["rank"] for r in rep["ranking"]] == list(range(1, 7))
@@ -81,7 +81,7 @@ def test_adjacent_family_and_correction(correction: str) -> None:
 def test_all_family_and_strata() -> None:
     x = _board(k=5)
     groups = np.repeat(np.array(list("abc")), 1000)
-    rep = build_report(_table(x, groups=groups, kind="strata"), family="all")
+    rep = build_report(_table(x, groups=groups, kind="strata"), family="all").as_dict()
     assert len(rep["pairs"]) == 10
     assert rep["groups"] == {"kind": "strata", "column": "g", "n_groups": 3}
     for pair in rep["pairs"]:
@@ -92,7 +92,7 @@ def test_all_family_and_strata() -> None:
 
 
 def test_no_groups_leaves_design_effect_empty() -> None:
-    rep = build_report(_table(_board(k=3)))
+    rep = build_report(_table(_board(k=3))).as_dict()
     assert rep["groups"] is None
     assert all(p["design_effect"] is None and p["q_cluster"] is None for p in rep["pairs"])
     assert rep["verdicts"]["resolved_cluster"] is None
@@ -100,7 +100,7 @@ def test_no_groups_leaves_design_effect_empty() -> None:
 
 def test_zero_gap_reports_infinite_n_star() -> None:
     x = np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=float)
-    pair = build_report(_table(x))["pairs"][0]
+    pair = build_report(_table(x)).as_dict()["pairs"][0]
     assert pair["delta"] == 0 and math.isinf(pair["n_star"])
     assert pair["q"] == 0 and pair["resolved"] is False and pair["p_value"] == 1.0
 
@@ -108,19 +108,19 @@ def test_zero_gap_reports_infinite_n_star() -> None:
 def test_pair_without_shared_items_is_named() -> None:
     x = np.array([[1.0, np.nan], [np.nan, 0.0]])
     with pytest.raises(InputError, match="'m0' and 'm1' share no item"):
-        build_report(_table(x))
+        build_report(_table(x)).as_dict()
     # Ranking m0 (1.0), m2 (2/3), m1 (0.0): both adjacent pairs share items, (m0, m1) does not.
     x2 = np.array([[1.0, np.nan, 1.0], [np.nan, 0.0, 0.0], [1.0, np.nan, 1.0]])
-    assert len(build_report(_table(x2))["pairs"]) == 2
+    assert len(build_report(_table(x2)).as_dict()["pairs"]) == 2
     with pytest.raises(InputError, match="share no item"):
-        build_report(_table(x2), family="all")
+        build_report(_table(x2), family="all").as_dict()
 
 
 def test_bad_options() -> None:
     t = _table(_board(k=3))
     with pytest.raises(ValueError, match="`method`"):
-        build_report(t, correction="sidak")
+        build_report(t, correction="sidak").as_dict()
     with pytest.raises(ValueError, match="`family`"):
-        build_report(t, family="some")
+        build_report(t, family="some").as_dict()
     with pytest.raises(ValueError, match="`alpha`"):
-        build_report(t, alpha=1.5)
+        build_report(t, alpha=1.5).as_dict()

@@ -84,8 +84,10 @@ def test_batch_equals_sequential_and_figures() -> None:
     assert fig.q_cluster == pytest.approx(fig.q / design_effect(a - b, g).de)
     d = a - b  # N*_AV from the sizing estimates (Agresti & Min pseudo-items)
     d_size, s2_size = d.sum() / 3002, ((d * d).sum() + 1) / 3002 - (d.sum() / 3002) ** 2
-    assert fig.n_star_anytime == pytest.approx(float(ep.n_star_anytime(d_size, s2_size)))
-    assert fig.q_anytime == pytest.approx(3000 / fig.n_star_anytime)
+    n_av = fig.n_star_anytime
+    assert n_av is not None and n_av == pytest.approx(float(ep.n_star_anytime(d_size, s2_size)))
+    assert fig.q_anytime == pytest.approx(3000 / n_av)
+    assert fig.cs_low is not None and fig.cs_high is not None
     assert fig.cs_low < fig.delta < fig.cs_high
     assert fig.e_value == pytest.approx(math.exp(fig.log_e))
 
