@@ -20,21 +20,17 @@ LAYERS: dict[str, int] = {
     "monitor": 0,  # the package root: only a docstring and __version__
     "monitor.contracts": 0,
     "monitor.errors": 0,
-    "monitor.settings": 0,
     "monitor.stats": 1,
     "monitor.core": 2,
     "monitor.offline": 2,
     "monitor.io": 2,
     "monitor.audit": 2,
-    # Offline drivers still at the top level (report and anytime replay).
-    "monitor.report": 2,
-    "monitor.anytime_report": 2,
-    "monitor.runners": 3,
+    "monitor.runners": 3,  # with runners.settings: it derives the core's configuration
     "monitor.sinks": 3,
     "monitor.commands": 4,
     "monitor.cli": 4,
 }
-LAYER_NAMES = {0: "contracts/errors/settings", 1: "stats", 2: "core/offline/io/audit",
+LAYER_NAMES = {0: "contracts/errors", 1: "stats", 2: "core/offline/io/audit",
                3: "runners/sinks", 4: "commands/cli"}
 
 
