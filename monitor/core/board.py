@@ -195,3 +195,32 @@ class BenchmarkState:
             cell[2] += 1
             if perturbed < 0.5:
                 cell[1] += 1
+
+    def count_batch_stability(self, perturbed: list[tuple[str, str, str]],
+                              rows: NDArray[np.int64], cols: NDArray[np.int64]) -> None:
+        """Count the (original, perturbed) pairs a batch completed.
+
+        ``perturbed`` are the (item_id, model, variant) perturbed results accepted in the batch
+        and (``rows``, ``cols``) its accepted original cells; each newly paired
+        (original, perturbed) cell is counted once.
+        """
+        if not self.perturbed:
+            return
+        this_batch = set()
+        for item_id, model, variant in perturbed:
+            this_batch.add((variant, item_id, model))
+            r = self.item_row.get(item_id)
+            c = self.model_col.get(model)
+            if r is None or c is None or np.isnan(self.X[r, c]):
+                continue
+            self.count_stability(model, variant.split(":", 1)[1], float(self.X[r, c]),
+                                 self.perturbed[(variant, item_id, model)])
+        for item_id, model, variant in perturbed:
+            self.perturbed_by_cell.setdefault((item_id, model), []).append(variant)
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            item_id, model = self.item_ids[r], self.models[c]
+            for variant in self.perturbed_by_cell.get((item_id, model), ()):
+                if (variant, item_id, model) in this_batch:
+                    continue  # counted above, against the original now present
+                self.count_stability(model, variant.split(":", 1)[1], float(self.X[r, c]),
+                                     self.perturbed[(variant, item_id, model)])

@@ -18,13 +18,12 @@ their own (so no labels gives DE = 1).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from monitor.core.board import SX, SX2, UNCLUSTERED, BenchmarkState, N, P
 from monitor.core.config import CoreConfig
 from monitor.core.table import PairTable
+from monitor.stats.emultiplicity import e_bonferroni
 from monitor.stats.figures import GroupSums, PairSums, pair_figures
 from monitor.stats.multiplicity import family_alpha
 
@@ -73,7 +72,8 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
 
     n = fig.n.reshape(k, k)
     delta = np.where(n > 0, fig.delta.reshape(k, k), 0.0)
-    resolved = (n > 0) & (fig.log_e.reshape(k, k) >= math.log(1.0 / e_alpha)) & (delta != 0)
+    resolved = (n > 0) & e_bonferroni(fig.e_value.reshape(k, k), alpha=config.alpha, m=m) \
+        & (delta != 0)
     code = (np.sign(delta) * resolved).astype(np.int8)
     np.fill_diagonal(code, 0)
     return PairTable(

@@ -39,6 +39,7 @@ from monitor.core.board import BenchmarkState
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
+from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
@@ -219,7 +220,7 @@ class Monitor:
         acc_rows = rows[accepted]
         touched = np.unique(np.concatenate([acc_rows, newly_excluded]))
         if touched.size == 0:
-            self._stability(st, pend, rows[accepted], cols[accepted])
+            st.count_batch_stability(pend.perturbed, rows[accepted], cols[accepted])
             return
         old = st.rows_view(touched)
         st.X[acc_rows, cols[accepted]] = scores[accepted]
@@ -229,7 +230,7 @@ class Monitor:
         acc_scores = scores[accepted]
         np.add.at(st.nonbinary, cols[accepted][(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
         st.fold(touched, old, new)
-        self._stability(st, pend, acc_rows, cols[accepted])
+        st.count_batch_stability(pend.perturbed, acc_rows, cols[accepted])
 
     def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
         newly: list[int] = []
@@ -244,29 +245,6 @@ class Monitor:
                     if r is not None and not st.excluded_rows[r]:
                         newly.append(r)
         return np.asarray(newly, dtype=np.int64)
-
-    def _stability(self, st: BenchmarkState, pend: _Pending, rows: np.ndarray,
-                   cols: np.ndarray) -> None:
-        if not st.perturbed:
-            return
-        this_batch = set()
-        for item_id, model, variant in pend.perturbed:
-            this_batch.add((variant, item_id, model))
-            r = st.item_row.get(item_id)
-            c = st.model_col.get(model)
-            if r is None or c is None or np.isnan(st.X[r, c]):
-                continue
-            st.count_stability(model, variant.split(":", 1)[1], float(st.X[r, c]),
-                               st.perturbed[(variant, item_id, model)])
-        for item_id, model, variant in pend.perturbed:
-            st.perturbed_by_cell.setdefault((item_id, model), []).append(variant)
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            item_id, model = st.item_ids[r], st.models[c]
-            for variant in st.perturbed_by_cell.get((item_id, model), ()):
-                if (variant, item_id, model) in this_batch:
-                    continue  # counted above, against the original now present
-                st.count_stability(model, variant.split(":", 1)[1], float(st.X[r, c]),
-                                   st.perturbed[(variant, item_id, model)])
 
     def _conflict(self, ev: ItemResult, i: int, sources: Sequence[str] | None) -> DeadLetter:
         st = self._benches[ev.benchmark]
@@ -331,34 +309,12 @@ class Monitor:
 
     # -- snapshots -----------------------------------------------------------------------
     def to_snapshot(self) -> dict[str, Any]:
-        """The whole state as a plain JSON-able value (scores, not derived statistics).
+        """The whole state as a plain JSON-able value (see :mod:`monitor.core.snapshot`).
 
-        The Gram matrices are rebuilt from the scores on load, so a snapshot is compact and
         ``from_snapshot(to_snapshot())`` continues exactly as the original would.
         """
-        benches = {}
-        for name, st in self._benches.items():
-            rows, k = len(st.item_ids), st.k
-            x = st.X[:rows, :k]
-            # Row-major like np.argwhere; .tolist() gives the Python ints and floats at C
-            # speed (indexing x[r, c] cell by cell dominated a checkpoint of a large matrix).
-            rr, cc = np.nonzero(~np.isnan(x))
-            benches[name] = {
-                "items": list(st.item_ids),
-                "models": list(st.models),
-                "clusters": list(st.clusters[1:]),
-                "group": st.group[:rows].tolist(),
-                "cells": [[r, c, v] for r, c, v in zip(rr.tolist(), cc.tolist(),
-                                                        x[rr, cc].tolist(), strict=True)],
-                "flagged": {f: sorted(items) for f, items in sorted(st.flagged.items())},
-                "excluded": sorted(st.excluded),
-                "perturbed": [[v, i, m, sc] for (v, i, m), sc in st.perturbed.items()],
-                "stability": {m: {k2: list(v) for k2, v in kinds.items()}
-                              for m, kinds in st.stability.items()},
-                "codes": st.codes[:k, :k].tolist(),
-                "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1]],
-                "dirty": name in self._dirty,
-            }
+        benches = {name: {**bench_to_snapshot(st), "dirty": name in self._dirty}
+                   for name, st in self._benches.items()}
         return {"version": 1, "counters": self._counters.as_dict(),
                 "next_change_id": self._next_change_id, "benchmarks": benches}
 
@@ -372,42 +328,7 @@ class Monitor:
         mon._counters = Counters(**snapshot["counters"])
         mon._next_change_id = int(snapshot["next_change_id"])
         for name, b in snapshot["benchmarks"].items():
-            st = mon._benches[name] = BenchmarkState(name)
-            st.excluded = set(b["excluded"])
-            for cl in b["clusters"]:
-                st.cluster_id[cl] = len(st.clusters)
-                st.clusters.append(cl)
-            st.grams = np.zeros((len(st.clusters), *st.grams.shape[1:]))
-            for item, g in zip(b["items"], b["group"], strict=True):
-                r = st.row_of(item, None)
-                st.group[r] = g
-            for model in b["models"]:
-                st.col_of(model)
-            rows_all = np.arange(len(st.item_ids), dtype=np.int64)
-            old = st.rows_view(rows_all)
-            for r, c, score in b["cells"]:
-                st.X[r, c] = score
-                if score not in (0.0, 1.0):
-                    st.nonbinary[c] += 1
-            st.fold(rows_all, old, st.rows_view(rows_all))
-            st.flagged = {f: set(items) for f, items in b["flagged"].items()}
-            st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in b["perturbed"]}
-            for v, i, m, _ in b["perturbed"]:
-                st.perturbed_by_cell.setdefault((i, m), []).append(v)
-            if all(len(v) == 3 for kinds in b["stability"].values() for v in kinds.values()):
-                st.stability = {m: {k2: list(v) for k2, v in kinds.items()}
-                                for m, kinds in b["stability"].items()}
-            else:  # a snapshot from before the right-on-original count: recount
-                st.stability = {}
-                for v, i, m, sc in b["perturbed"]:
-                    row, col = st.item_row.get(i), st.model_col.get(m)
-                    if row is not None and col is not None and not np.isnan(st.X[row, col]):
-                        st.count_stability(m, v.split(":", 1)[1], float(st.X[row, col]),
-                                           float(sc))
-            k = st.k
-            st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
-            st.last_ranking = (tuple(b["last_ranking"][0]), bool(b["last_ranking"][1]))
-            st.table_stale = True
+            mon._benches[name] = bench_from_snapshot(name, b)
             if b["dirty"]:
                 mon._dirty[name] = None
         return mon

@@ -8,7 +8,7 @@ from typing import Any
 
 from monitor.stats import power as pw
 from monitor.stats import shortcut
-from monitor.stats.eprocess import n_star_anytime
+from monitor.stats.anytime_size import n_star_anytime
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board
+from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures
 
 FloatArray = NDArray[np.float64]
@@ -145,6 +146,8 @@ class AnytimeReplay:
             "alpha_per_pair": self.alpha / m if m else None,
             "construction": "mcnemar-beta-binomial" if binary else "gamma-exponential",
             "resolved_anytime": self.resolved,
+            # e-BH (Wang & Ramdas 2022) on the final e-values: FDR ≤ α at the end of the table
+            "discoveries_e_bh": int(np.sum(e_bh(self.figures.e_value, alpha=self.alpha))),
         }
 
 

@@ -18,6 +18,7 @@ from scipy.stats import binomtest, norm
 
 from monitor.stats import eprocess as ep
 from monitor.stats import power as pw
+from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.calibration import cell_probabilities
 
 __all__ = [
@@ -203,7 +204,7 @@ def simulate_power(
     (1980, True)
     """
     s2 = float(pw.sigma_d2(p_a, p_b, rho))
-    n_av = float(ep.n_star_anytime(p_a - p_b, s2, alpha=alpha, power=power))
+    n_av = float(n_star_anytime(p_a - p_b, s2, alpha=alpha, power=power))
     if not math.isfinite(n_av):
         raise ValueError("`p_a` and `p_b` must differ for a power calibration")
     horizon = math.ceil(n_av)

@@ -23,19 +23,24 @@ def _check(e: ArrayLike, alpha: float) -> np.ndarray:
     return arr
 
 
-def e_bonferroni(e: ArrayLike, *, alpha: float = 0.05) -> Any:
-    """Reject where E ≥ m/α (m = family size): family-wise error ≤ α.
+def e_bonferroni(e: ArrayLike, *, alpha: float = 0.05, m: int | None = None) -> Any:
+    """Reject where E ≥ m/α: family-wise error ≤ α over a family of m e-values.
+
+    ``m`` defaults to the number of e-values given; pass it when ``e`` holds more entries than
+    the family (the live core passes its whole grid of pairs with m = the family's size).
 
     Examples
     --------
     >>> e_bonferroni([100.0, 50.0, 1.0], alpha=0.05).tolist()
     [True, False, False]
+    >>> e_bonferroni([100.0, 50.0, 1.0], alpha=0.05, m=2).tolist()
+    [True, True, False]
     """
     arr = _check(e, alpha)
-    m = arr.size
-    if m == 0:
+    size = arr.size if m is None else int(m)
+    if size < 1:
         return np.zeros(arr.shape, dtype=bool)
-    return arr >= m / alpha
+    return arr >= size / alpha
 
 
 def e_bh(e: ArrayLike, *, alpha: float = 0.05) -> Any:

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import betaln, gammainc, gammaln, hyp1f1
-from scipy.stats import norm
 
 __all__ = [
     "ALPHA_OPT",
@@ -45,7 +44,6 @@ __all__ = [
     "log_e_bounded",
     "log_e_mcnemar",
     "mixture_rho",
-    "n_star_anytime",
 ]
 
 #: Intrinsic time (discordant pairs for 0/1 data, ΣD² for bounded scores) at which the mixtures
@@ -79,23 +77,6 @@ def _bisect(above: Callable[[Any], Any], lo: Any, hi: Any, steps: int = _BISECT_
         hi = np.where(up, mid, hi)
         lo = np.where(up, lo, mid)
     return lo, hi
-
-
-def _check_n_star_args(
-    delta: ArrayLike, sigma2: ArrayLike, alpha: float, power: float, construction: str
-) -> tuple[float, Any, Any]:
-    """Validated (α, |δ|, σ²) of ``n_star_anytime``, δ and σ² broadcast together."""
-    alpha = _check_alpha(alpha)
-    if not (0.0 < power < 1.0):
-        raise ValueError(f"`power` must lie in (0, 1), got {power}")
-    if construction not in ("mcnemar", "bounded"):
-        raise ValueError(f"`construction` must be 'mcnemar' or 'bounded', got {construction!r}")
-    d_in, s_in = np.broadcast_arrays(
-        np.abs(np.asarray(delta, dtype=float)), np.asarray(sigma2, dtype=float)
-    )
-    if np.any(s_in < 0) or np.any(~np.isfinite(s_in)):
-        raise ValueError("`sigma2` must be finite and nonnegative")
-    return alpha, d_in, s_in
 
 
 def _log_e_sv(s: Any, v: Any, construction: str, v_opt: float, alpha_opt: float) -> Any:
@@ -312,204 +293,3 @@ def cs_mcnemar(
     c11, c10, c01, c00 = (np.asarray(x, dtype=float) for x in (n11, n10, n01, n00))
     n = c11 + c10 + c01 + c00
     return cs_bounded(n, c10 - c01, c10 + c01, alpha=alpha, v_opt=v_opt, alpha_opt=alpha_opt)
-
-
-def _boundary_s(
-    v: Any, thr: float, construction: str, v_opt: float, alpha_opt: float
-) -> Any:
-    """Smallest s ≥ 0 with log E(s, v) ≥ thr (inf where even s = v does not reach it)."""
-
-    def reached(s_: Any) -> Any:
-        return _log_e_sv(s_, v, construction, v_opt, alpha_opt) >= thr
-
-    reach = reached(v)
-    _, hi = _bisect(reached, np.zeros_like(v), v.copy())
-    return np.where(reach, hi, np.inf)
-
-
-def _n_star_anytime_exact(
-    delta: ArrayLike,
-    sigma2: ArrayLike,
-    *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    construction: Literal["mcnemar", "bounded"] = "mcnemar",
-    v_opt: float = V_OPT,
-    alpha_opt: float = ALPHA_OPT,
-) -> Any:
-    """Reference ``n_star_anytime``: nested bisection on the exact boundary (for tests)."""
-    alpha, d_in, s_in = _check_n_star_args(delta, sigma2, alpha, power, construction)
-    d = np.where(d_in > 0, d_in, 1.0)
-    s2 = s_in
-    m2 = s2 + d * d
-    zb = float(norm.ppf(power))
-    thr = math.log(1.0 / alpha)
-
-    def gap(n: Any) -> Any:
-        return n * d - zb * np.sqrt(n * s2) - _boundary_s(n * m2, thr, construction, v_opt, alpha_opt)
-
-    log_n_lo, log_n_hi = np.zeros_like(d), np.full_like(d, math.log(1e12))
-    _, hi = _bisect(lambda t: gap(np.exp(t)) >= 0, log_n_lo, log_n_hi, steps=50)
-    out = np.where(d_in > 0, np.exp(hi), np.inf)
-    return float(out) if out.ndim == 0 else out
-
-
-# --- Fast paths -------------------------------------------------------------------------------
-# The exact functions above bisect 50 × 64 times (N*_AV) or 2 × 64 times (CS) on the special
-# functions; the live monitor needs these figures in milliseconds. N*_AV uses the mixture
-# boundary u(V), a 1-D function once (construction, α, tuning) are fixed: it is tabulated once
-# per key on a log grid (log u against log V, a cubic spline, relative error ≲ 1e-10, tested
-# against the exact root) and the N equation is solved by safeguarded Newton on the spline. The
-# CS ends depend on (n, S, V) jointly and are still found by bisection on the exact e-process.
-
-_T_MAX = math.log(1e12)  # largest log V tabulated: N ≤ 1e12 and V/N = σ² + δ² ≤ 1
-_GRID_STEP = 0.025
-_NEWTON_STEPS = 60
-_SECANT_STEPS = 40
-
-
-class _BoundaryTable:
-    """log u(e^t) for t ∈ [t_min, _T_MAX] as cubic-spline pieces on a uniform grid."""
-
-    def __init__(self, construction: str, thr: float, v_opt: float, alpha_opt: float) -> None:
-        from scipy.interpolate import CubicSpline
-
-        def top(v: Any) -> Any:  # log E at s = v, the largest s the boundary may take
-            return _log_e_sv(v, v, construction, v_opt, alpha_opt)
-
-        # V_min: below it even s = V does not reach the threshold (u = ∞ there).
-        lo, hi = math.log(1e-12), _T_MAX
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if float(top(np.array(math.exp(mid)))) >= thr:
-                hi = mid
-            else:
-                lo = mid
-        self.t_min = hi
-        count = max(math.ceil((_T_MAX - hi) / _GRID_STEP), 8)
-        t = np.linspace(hi, _T_MAX, count + 1)
-        u = _boundary_s(np.exp(t), thr, construction, v_opt, alpha_opt)
-        u[0] = math.exp(t[0])  # at V_min the boundary is V itself
-        spline = CubicSpline(t, np.log(u))
-        self.step = float(t[1] - t[0])
-        self.last = count - 1
-        self.coef = np.ascontiguousarray(spline.c.T)  # (pieces, 4): c3, c2, c1, c0
-
-    def log_u(self, t: Any) -> tuple[Any, Any]:
-        """log u and d log u / dt at t (t clipped to the table)."""
-        x = (np.clip(t, self.t_min, _T_MAX) - self.t_min) / self.step
-        k = np.clip(x.astype(np.int64), 0, self.last)
-        f = (x - k) * self.step
-        c = self.coef[k]
-        c3, c2, c1, c0 = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
-        return ((c3 * f + c2) * f + c1) * f + c0, (3.0 * c3 * f + 2.0 * c2) * f + c1
-
-
-_TABLES: dict[tuple[str, float, float, float], _BoundaryTable] = {}
-
-
-def _table(construction: str, thr: float, v_opt: float, alpha_opt: float) -> _BoundaryTable:
-    key = (construction, thr, v_opt, alpha_opt)
-    tab = _TABLES.get(key)
-    if tab is None:
-        tab = _TABLES[key] = _BoundaryTable(construction, thr, v_opt, alpha_opt)
-    return tab
-
-
-def n_star_anytime(
-    delta: ArrayLike,
-    sigma2: ArrayLike,
-    *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    construction: Literal["mcnemar", "bounded"] = "mcnemar",
-    v_opt: float = V_OPT,
-    alpha_opt: float = ALPHA_OPT,
-) -> Any:
-    """Anytime required size N*_AV: smallest N with P(E_N ≥ 1/α) ≈ 1 − β under (δ, σ_D²).
-
-    Normal approximation: S_N ~ N(Nδ, Nσ²) and V_N ≈ N(σ² + δ²) (for 0/1 scores σ² + δ² is
-    the discordance rate). The e-process is at least 1/α when |S_N| ≥ u(V_N), u the mixture's
-    boundary, so N*_AV solves N|δ| − z_{1−β}σ√N = u(N(σ² + δ²)). Being above the boundary at N
-    implies having crossed by N, so the figure errs on the large side. Unrounded; ``inf`` where
-    δ = 0; N is searched in [1, 1e12]. ``alpha`` is the (family-adjusted) level of the verdict
-    E ≥ 1/α. The boundary is tabulated once per (construction, α, tuning) on first use.
-
-    Examples
-    --------
-    >>> from monitor.stats.power import sigma_d2
-    >>> n_av = float(n_star_anytime(0.05, sigma_d2(0.65, 0.60, 0.30)))
-    >>> 1500 < n_av < 2500
-    True
-    """
-    alpha, d_in, s_in = _check_n_star_args(delta, sigma2, alpha, power, construction)
-    thr = math.log(1.0 / alpha)
-    tab = _table(construction, thr, v_opt, alpha_opt)
-    shape = d_in.shape
-    d_all = d_in.ravel()
-    s_all = s_in.ravel()
-    out = np.full(d_all.shape, math.inf)
-    live = d_all > 0
-    m2_all = s_all + d_all * d_all
-    # The table covers V ≤ 1e12; larger σ² + δ² (not attainable for scores in [0, 1]) and
-    # anything the iteration below cannot settle go to the exact bisection.
-    exact = live & (m2_all > 1.0)
-    todo = np.flatnonzero(live & ~exact)
-    if todo.size:
-        d = d_all[todo]
-        m2 = m2_all[todo]
-        zb = float(norm.ppf(power))
-        big_a = d / m2
-        big_b = zb * np.sqrt(s_all[todo] / m2)
-        log_m2 = np.log(m2)
-
-        def g(t: Any) -> tuple[Any, Any]:
-            # gap(N)/√V at V = e^t (N = V/m2): A e^{t/2} − B − u(V)/√V, −∞ below V_min.
-            lu, dlu = tab.log_u(t)
-            h = np.exp(lu - 0.5 * t)
-            grow = big_a * np.exp(0.5 * t)
-            val = np.where(t >= tab.t_min, grow - big_b - h, -np.inf)
-            return val, 0.5 * grow - h * (dlu - 0.5)
-
-        t_lo = np.maximum(log_m2, tab.t_min)
-        t_hi = log_m2 + math.log(1e12)
-        res = np.full(todo.size, 1e12)  # the exact search's answer when N = 1e12 falls short
-        g_lo, _ = g(t_lo)
-        g_hi, _ = g(t_hi)
-        # Already above the boundary at the smallest N searched: N = 1 (or V_min/m2 when V_min
-        # exceeds m2 and the boundary is first defined above it).
-        first = (t_hi >= tab.t_min) & (g_lo >= 0)
-        res[first] = np.exp(t_lo[first] - log_m2[first])
-        solve = (t_hi >= tab.t_min) & (g_lo < 0) & (g_hi >= 0)
-        lo, hi = t_lo[solve], t_hi[solve]
-        a_s, b_s = big_a[solve], big_b[solve]
-        # Start where A e^{t/2} = B + u/√V with u/√V read at the top of the bracket.
-        lu_hi, _ = tab.log_u(hi)
-        start = (b_s + np.exp(lu_hi - 0.5 * hi)) / a_s
-        t = np.clip(2.0 * np.log(np.maximum(start, 1e-300)), lo, hi)
-        big_a, big_b = a_s, b_s
-        done = np.zeros(t.shape, dtype=bool)
-        for _ in range(_NEWTON_STEPS):
-            val, der = g(t)
-            above = val >= 0
-            hi = np.where(above, t, hi)
-            lo = np.where(above, lo, t)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                nxt = t - val / der
-            bad = ~np.isfinite(nxt) | (nxt <= lo) | (nxt >= hi)
-            nxt = np.where(bad, 0.5 * (lo + hi), nxt)
-            done = np.abs(nxt - t) <= 1e-13 * np.maximum(1.0, np.abs(t))
-            t = nxt
-            if done.all():
-                break
-        sub = np.flatnonzero(solve)
-        res[sub] = np.exp(t - log_m2[solve])
-        out[todo] = res
-        exact[todo[sub[~done]]] = True
-    if np.any(exact):
-        out[exact] = _n_star_anytime_exact(
-            d_all[exact], s_all[exact], alpha=alpha, power=power, construction=construction,
-            v_opt=v_opt, alpha_opt=alpha_opt,
-        )
-    res_out: Any = out.reshape(shape)
-    return float(res_out) if res_out.ndim == 0 else res_out

@@ -338,6 +338,7 @@ def pair_figures(
     from scipy.stats import t as student_t
 
     from monitor.stats import eprocess as ep
+    from monitor.stats.anytime_size import n_star_anytime
 
     alpha = _check_level("alpha", alpha)
     power = _check_level("power", power)
@@ -400,7 +401,7 @@ def pair_figures(
             ("mcnemar", binary), ("bounded", ~binary))
         for construction, mask in constructions:
             if mask.any():
-                n_av[mask] = np.atleast_1d(ep.n_star_anytime(
+                n_av[mask] = np.atleast_1d(n_star_anytime(
                     d_size[mask], s2_size[mask], alpha=e_alpha, power=power,
                     construction=construction))
         q_av = _ratio(n, n_av)

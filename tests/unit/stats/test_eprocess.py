@@ -10,7 +10,9 @@ import pytest
 from confseq import boundaries as cb
 from scipy.special import betaln, gammainc
 
+from monitor.stats import anytime_size as asz
 from monitor.stats import eprocess as ep
+from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.power import n_star, sigma_d2
 
 
@@ -138,16 +140,16 @@ def test_confidence_sequence_inverts_the_e_process() -> None:
 
 def test_n_star_anytime_worked_example() -> None:
     s2 = float(sigma_d2(0.65, 0.60, 0.30))
-    n_av = ep.n_star_anytime(0.05, s2)
+    n_av = n_star_anytime(0.05, s2)
     # Normal-mixture approximation quoted in issue 3: about 1,970; fixed-N N* = 1028 (DESIGN §1).
     assert 1900 < n_av < 2100
     assert 1.7 < n_av / float(n_star(0.05, s2)) < 2.2
-    assert ep.n_star_anytime(0.0, s2) == math.inf
+    assert n_star_anytime(0.0, s2) == math.inf
     # Smaller α (a family correction) and larger power need more items; vectorised.
-    arr = ep.n_star_anytime(np.array([0.05, 0.05, 0.1]), s2, alpha=0.05)
+    arr = n_star_anytime(np.array([0.05, 0.05, 0.1]), s2, alpha=0.05)
     assert arr[0] == pytest.approx(n_av)
-    assert ep.n_star_anytime(0.05, s2, alpha=0.0005) > n_av
-    assert ep.n_star_anytime(0.05, s2, power=0.9) > n_av
+    assert n_star_anytime(0.05, s2, alpha=0.0005) > n_av
+    assert n_star_anytime(0.05, s2, power=0.9) > n_av
     assert arr[2] < n_av
 
 
@@ -157,8 +159,8 @@ def test_n_star_anytime_worked_example() -> None:
         (lambda: ep.log_e_mcnemar(-1, 0), "n10"),
         (lambda: ep.log_e_bounded(5, 0.0, 1.0, delta=1.0), "delta"),
         (lambda: ep.cs_bounded(5, 0.0, 1.0, alpha=1.5), "alpha"),
-        (lambda: ep.n_star_anytime(0.05, 0.3, power=1.0), "power"),
-        (lambda: ep.n_star_anytime(0.05, 0.3, construction="x"), "construction"),  # type: ignore[arg-type]
+        (lambda: n_star_anytime(0.05, 0.3, power=1.0), "power"),
+        (lambda: n_star_anytime(0.05, 0.3, construction="x"), "construction"),  # type: ignore[arg-type]
         (lambda: ep.mixture_rho(v_opt=0.0), "v_opt"),
     ],
 )
@@ -180,8 +182,8 @@ def test_n_star_anytime_fast_equals_exact(construction: str, alpha: float) -> No
     m2 = d + rng.uniform(0.0, 1.0, d.size) ** 2 * (1.0 - d)
     s2 = m2 - d * d
     for power in (0.3, 0.8, 0.95):
-        fast = ep.n_star_anytime(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
-        exact = ep._n_star_anytime_exact(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
+        fast = n_star_anytime(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
+        exact = asz._n_star_anytime_exact(d, s2, alpha=alpha, power=power, construction=construction)  # type: ignore[arg-type]
         small = exact <= 1e6
         assert small.sum() > 30
         np.testing.assert_allclose(fast[small], exact[small], rtol=1e-8)
@@ -191,8 +193,8 @@ def test_n_star_anytime_fast_equals_exact(construction: str, alpha: float) -> No
     edge_d = np.array([0.0, 0.3, 1e-7, 0.5])
     edge_s = np.array([0.2, 0.0, 0.5, 0.0])
     np.testing.assert_allclose(
-        ep.n_star_anytime(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
-        ep._n_star_anytime_exact(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
+        n_star_anytime(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
+        asz._n_star_anytime_exact(edge_d, edge_s, alpha=alpha, construction=construction),  # type: ignore[arg-type]
         rtol=1e-8,
     )
 
@@ -202,8 +204,8 @@ def test_boundary_table_matches_exact_root() -> None:
     # exact root is not limited by rounding (V ≤ 1e7).
     thr = math.log(20 * 496)
     for construction in ("mcnemar", "bounded"):
-        tab = ep._table(construction, thr, ep.V_OPT, ep.ALPHA_OPT)
+        tab = asz._table(construction, thr, ep.V_OPT, ep.ALPHA_OPT)
         t = np.linspace(tab.t_min, math.log(1e7), 400) + 0.3 * tab.step
-        exact = np.log(ep._boundary_s(np.exp(t), thr, construction, ep.V_OPT, ep.ALPHA_OPT))
+        exact = np.log(asz._boundary_s(np.exp(t), thr, construction, ep.V_OPT, ep.ALPHA_OPT))
         approx, _ = tab.log_u(t)
         np.testing.assert_allclose(approx, exact, rtol=0, atol=5e-9)

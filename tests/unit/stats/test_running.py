@@ -12,6 +12,7 @@ import pytest
 from monitor.stats import emultiplicity as em
 from monitor.stats import eprocess as ep
 from monitor.stats import running
+from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.clusters import design_effect
 from monitor.stats.paired import paired_summary
 from monitor.stats.running import PairState
@@ -85,7 +86,7 @@ def test_batch_equals_sequential_and_figures() -> None:
     d = a - b  # N*_AV from the sizing estimates (Agresti & Min pseudo-items)
     d_size, s2_size = d.sum() / 3002, ((d * d).sum() + 1) / 3002 - (d.sum() / 3002) ** 2
     n_av = fig.n_star_anytime
-    assert n_av is not None and n_av == pytest.approx(float(ep.n_star_anytime(d_size, s2_size)))
+    assert n_av is not None and n_av == pytest.approx(float(n_star_anytime(d_size, s2_size)))
     assert fig.q_anytime == pytest.approx(3000 / n_av)
     assert fig.cs_low is not None and fig.cs_high is not None
     assert fig.cs_low < fig.delta < fig.cs_high
