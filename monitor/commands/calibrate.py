@@ -11,11 +11,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-from monitor.commands._output import emit, titled_table
-from monitor.commands.leakage import progress_tasks
+from monitor.commands._output import emit, progress_tasks, titled_table
 from monitor.errors import ConfigError
-from monitor.offline.calibrate import calibrate_resampled, calibrate_simulated
+from monitor.offline.calibrate import (
+    calibrate_anytime,
+    calibrate_resampled,
+    calibrate_simulated,
+)
 
 
 def _human(fig: dict[str, Any]) -> Callable[[Console], None]:
@@ -63,14 +67,9 @@ def register(app: typer.Typer) -> None:
         """Empirical power at N = N*: simulated correlated pairs, or resamples of a real pair."""
         show = not as_json
         if anytime:
-            from monitor.offline.replay import (
-                anytime_calibration_figures,
-                render_anytime_calibration,
-            )
-
-            fig = anytime_calibration_figures(pa, pb, rho, streams=reps, items=n or 5000,
-                                              alpha=alpha, power=power, seed=seed)
-            emit(fig, as_json=as_json, human=render_anytime_calibration(fig))
+            fig = calibrate_anytime(pa, pb, rho, streams=reps, items=n or 5000, alpha=alpha,
+                                    power=power, seed=seed).to_dict()
+            emit(fig, as_json=as_json, human=_render_anytime(fig))
             return
         if table is not None:
             if any(v is not None for v in (pa, pb, rho)):
@@ -89,3 +88,30 @@ def register(app: typer.Typer) -> None:
                                           test=test, seed=seed, progress=tasks)
         fig = run.to_dict()
         emit(fig, as_json=as_json, human=_human(fig))
+
+
+def _render_anytime(fig: dict[str, Any]) -> Callable[[Console], None]:
+    """The null-stream table and the power line of ``calibrate --anytime``."""
+    def render(console: Console) -> None:
+        null = fig["null"]
+        table = Table(title=(f"null streams: {null['streams']} × {null['items']} items, p = "
+                             f"{null['p']:g}, ρ = {null['rho']:g}, checked after every item"))
+        table.add_column("rule")
+        table.add_column("false-resolution rate", justify="right")
+        table.add_column("95% CI", justify="right")
+        for label, key in (("e-process, E ≥ 1/α", "e_process"),
+                           (f"naive z-test peeked from n = {null['burn_in']}", "naive_peeked_z")):
+            row = null[key]
+            table.add_row(label, f"{row['false_resolution_rate']:.4f}",
+                          f"[{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]")
+        console.print(table)
+        alt = fig.get("alternative")
+        if alt:
+            console.print(
+                f"alternative p_A={alt['p_a']:g}, p_B={alt['p_b']:g}, ρ={alt['rho']:g}: "
+                f"resolved by N*_AV = {alt['n_star_anytime']} in "
+                f"{alt['resolved_by_n_star_anytime']:.3f} of {alt['streams']} streams "
+                f"(95% CI [{alt['ci95'][0]:.3f}, {alt['ci95'][1]:.3f}]; target {alt['power_target']:g})"
+            )
+
+    return render

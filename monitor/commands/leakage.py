@@ -3,51 +3,16 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from monitor.audit import leakage as lk
-from monitor.commands._output import emit, err_console
+from monitor.commands._output import emit, progress_tasks
 from monitor.offline.leakage import scan_files
-from monitor.offline.progress import StartTask, Tick
-
-
-@contextmanager
-def progress_tasks(*, enabled: bool = True, remaining: bool = False) -> Iterator[StartTask | None]:
-    """Progress bars on stderr, shown from the first task on (so an input error raised before
-    any work leaves stderr clean) and removed when done; elapsed or remaining time."""
-    if not enabled:
-        yield None
-        return
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn() if remaining else TimeElapsedColumn(),
-                   console=err_console, transient=True)
-
-    def start(label: str, total: int) -> Tick:
-        if not bar.live.is_started:
-            bar.start()
-        task = bar.add_task(label, total=total)
-        return lambda k: bar.advance(task, k)
-
-    try:
-        yield start
-    finally:
-        if bar.live.is_started:
-            bar.stop()
 
 
 def write_csv(report: lk.LeakageReport, path: str | Path) -> None:

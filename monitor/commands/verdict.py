@@ -11,8 +11,7 @@ from rich.console import Console
 
 from monitor.audit.leakage import LeakageReport
 from monitor.audit.stability import StabilityReport
-from monitor.commands._output import emit
-from monitor.commands.leakage import progress_tasks
+from monitor.commands._output import emit, progress_tasks
 from monitor.errors import ConfigError
 from monitor.offline.compare import CompareResult, compare_table
 from monitor.offline.leakage import scan_files

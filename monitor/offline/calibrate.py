@@ -133,3 +133,83 @@ def calibrate_resampled(
                              rng=np.random.default_rng(seed), progress=tick)
     return FixedNCalibration("resample", s.mean_a, s.mean_b, s.rho, alpha, power, exact, res,
                              table=str(table), model_a=a, model_b=b, pair=s)
+
+
+@dataclass(frozen=True)
+class AnytimeCalibration:
+    """``calibrate --anytime``: null streams (e-process vs naive peeked z-test) and, when a gap
+    is given, the power reached by N*_AV.
+
+    The null streams are 0/1 pairs with both accuracies equal to (p_A + p_B)/2 and phi
+    correlation ρ (defaults 0.5 and 0), monitored after every item; the naive test peeks from
+    ``null.burn_in`` on. With p_A ≠ p_B, alternative streams run to N*_AV.
+    """
+
+    p: float
+    rho: float
+    streams: int
+    items: int
+    alpha: float
+    seed: int | None
+    null: Any  # monitor.stats.anytime_calibration null-stream result
+    p_a: float | None = None
+    p_b: float | None = None
+    power_target: float | None = None
+    alternative: Any = None  # power-by-N*_AV result, when a gap was given
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` contract."""
+        null = self.null
+        e_lo, e_hi = null.e_ci()
+        n_lo, n_hi = null.naive_ci()
+        out: dict[str, Any] = {
+            "mode": "anytime",
+            "null": {
+                "p": self.p, "rho": self.rho, "streams": self.streams, "items": self.items,
+                "alpha": self.alpha, "burn_in": null.burn_in,
+                "e_process": {"false_resolution_rate": null.e_rate, "ci95": [e_lo, e_hi],
+                              "p_value_rate_gt_alpha": null.p_e_exceeds_alpha()},
+                "naive_peeked_z": {"false_resolution_rate": null.naive_rate,
+                                   "ci95": [n_lo, n_hi],
+                                   "p_value_rate_gt_alpha": null.p_naive_exceeds_alpha()},
+            },
+            "seed": self.seed,
+        }
+        alt = self.alternative
+        if alt is not None:
+            lo, hi = alt.ci()
+            out["alternative"] = {
+                "p_a": self.p_a, "p_b": self.p_b, "rho": self.rho,
+                "power_target": self.power_target, "n_star_anytime": alt.horizon,
+                "streams": self.streams, "resolved_by_n_star_anytime": alt.rate,
+                "ci95": [lo, hi],
+            }
+        return out
+
+
+def calibrate_anytime(
+    pa: float | None,
+    pb: float | None,
+    rho: float | None,
+    *,
+    streams: int,
+    items: int,
+    alpha: float,
+    power: float,
+    seed: int | None,
+) -> AnytimeCalibration:
+    """Simulate the null streams and, with p_A ≠ p_B, the alternative streams (seeded)."""
+    from monitor.stats import anytime_calibration as ac
+
+    rng = np.random.default_rng(seed)
+    p0 = 0.5 if pa is None or pb is None else (pa + pb) / 2.0
+    r0 = 0.0 if rho is None else rho
+    spec = {"kind": "binary", "p_a": p0, "p_b": p0, "rho": r0}
+    null = ac.simulate_null(spec, streams=streams, items=items, alpha=alpha, rng=rng)
+    alternative = None
+    if pa is not None and pb is not None and pa != pb:
+        alternative = ac.simulate_power(pa, pb, r0, streams=streams, alpha=alpha, power=power,
+                                        rng=rng)
+    return AnytimeCalibration(p=p0, rho=r0, streams=streams, items=items, alpha=alpha,
+                              seed=seed, null=null, p_a=pa, p_b=pb, power_target=power,
+                              alternative=alternative)

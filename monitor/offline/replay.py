@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
@@ -130,79 +127,3 @@ def with_anytime(
     replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
                             order=order, seed=seed)
     return replace(report, anytime=replay)
-
-
-def anytime_calibration_figures(
-    pa: float | None,
-    pb: float | None,
-    rho: float | None,
-    *,
-    streams: int,
-    items: int,
-    alpha: float,
-    power: float,
-    seed: int | None,
-) -> dict[str, Any]:
-    """`calibrate --anytime`: null streams (E-process vs naive peeked z-test) and, when a gap
-    is given, power by N*_AV.
-
-    The null streams are 0/1 pairs with both accuracies equal to (p_A + p_B)/2 and phi
-    correlation ρ (defaults 0.5 and 0), monitored after every item; the naive test peeks from
-    item 10 on. With p_A ≠ p_B, alternative streams run to N*_AV.
-    """
-    from monitor.stats import anytime_calibration as ac
-
-    rng = np.random.default_rng(seed)
-    p0 = 0.5 if pa is None or pb is None else (pa + pb) / 2.0
-    r0 = 0.0 if rho is None else rho
-    spec = {"kind": "binary", "p_a": p0, "p_b": p0, "rho": r0}
-    null = ac.simulate_null(spec, streams=streams, items=items, alpha=alpha, rng=rng)
-    e_lo, e_hi = null.e_ci()
-    n_lo, n_hi = null.naive_ci()
-    out: dict[str, Any] = {
-        "mode": "anytime",
-        "null": {
-            "p": p0, "rho": r0, "streams": streams, "items": items, "alpha": alpha,
-            "burn_in": null.burn_in,
-            "e_process": {"false_resolution_rate": null.e_rate, "ci95": [e_lo, e_hi],
-                          "p_value_rate_gt_alpha": null.p_e_exceeds_alpha()},
-            "naive_peeked_z": {"false_resolution_rate": null.naive_rate, "ci95": [n_lo, n_hi],
-                               "p_value_rate_gt_alpha": null.p_naive_exceeds_alpha()},
-        },
-        "seed": seed,
-    }
-    if pa is not None and pb is not None and pa != pb:
-        res = ac.simulate_power(pa, pb, r0, streams=streams, alpha=alpha, power=power, rng=rng)
-        lo, hi = res.ci()
-        out["alternative"] = {
-            "p_a": pa, "p_b": pb, "rho": r0, "power_target": power,
-            "n_star_anytime": res.horizon, "streams": streams,
-            "resolved_by_n_star_anytime": res.rate, "ci95": [lo, hi],
-        }
-    return out
-
-
-def render_anytime_calibration(fig: dict[str, Any]) -> Any:
-    def render(console: Console) -> None:
-        null = fig["null"]
-        table = Table(title=(f"null streams: {null['streams']} × {null['items']} items, p = "
-                             f"{null['p']:g}, ρ = {null['rho']:g}, checked after every item"))
-        table.add_column("rule")
-        table.add_column("false-resolution rate", justify="right")
-        table.add_column("95% CI", justify="right")
-        for label, key in (("e-process, E ≥ 1/α", "e_process"),
-                           (f"naive z-test peeked from n = {null['burn_in']}", "naive_peeked_z")):
-            row = null[key]
-            table.add_row(label, f"{row['false_resolution_rate']:.4f}",
-                          f"[{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]")
-        console.print(table)
-        alt = fig.get("alternative")
-        if alt:
-            console.print(
-                f"alternative p_A={alt['p_a']:g}, p_B={alt['p_b']:g}, ρ={alt['rho']:g}: "
-                f"resolved by N*_AV = {alt['n_star_anytime']} in "
-                f"{alt['resolved_by_n_star_anytime']:.3f} of {alt['streams']} streams "
-                f"(95% CI [{alt['ci95'][0]:.3f}, {alt['ci95'][1]:.3f}]; target {alt['power_target']:g})"
-            )
-
-    return render
