@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import math
 from pathlib import Path
 
@@ -12,7 +11,6 @@ from scipy.stats import ttest_rel
 from statsmodels.stats.contingency_tables import mcnemar
 
 from monitor.io import read_table
-from monitor.stats import board as board_module
 from monitor.stats.board import all_pairs, board
 from monitor.stats.clusters import design_effect, strata_design_effect
 from monitor.stats.paired import paired_summary
@@ -129,8 +127,3 @@ def test_bad_arguments_name_the_parameter() -> None:
         board(np.zeros((3, 2)), groups=np.zeros(3), group_kind="blocks")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="share no item"):
         board(np.array([[1.0, np.nan], [np.nan, 0.0]]))
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(board_module, verbose=False)
-    assert result.attempted > 0 and result.failed == 0

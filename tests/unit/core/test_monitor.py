@@ -256,7 +256,7 @@ def test_snapshot_round_trip_continues_identically() -> None:
 
 
 def test_numeric_state_stays_within_16_bytes_per_stored_score() -> None:
-    # DESIGN §3 target: ≤ 16 bytes per stored (item, model) score.
+    # docs/contract.md#targets: ≤ 16 bytes per stored (item, model) score.
     mon = Monitor()
     n_items, models = 5000, [f"m{j:02d}" for j in range(20)]
     mon.apply([ev(str(i), m, float((i * 7 + j) % 3 == 0), cluster=f"c{i % 14}")

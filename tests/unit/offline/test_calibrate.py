@@ -36,7 +36,7 @@ class Recorder:
 def test_simulated_power_at_n_star_is_the_target() -> None:
     rec = Recorder()
     c = calibrate_simulated(0.65, 0.60, 0.30, reps=2000, seed=11, progress=rec)
-    assert c.n_star == c.result.n == 1028  # DESIGN §1 worked example
+    assert c.n_star == c.result.n == 1028  # docs/contract.md#statistics worked example
     assert c.power == c.result.rejections / 2000
     # N* is sized for power 0.8: the rejection count must be consistent with it.
     assert binomtest(c.result.rejections, 2000, 0.8).pvalue > 1e-3

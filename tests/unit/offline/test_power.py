@@ -1,4 +1,4 @@
-"""The power planner against the closed forms of docs/DESIGN §1 and the command's JSON."""
+"""The power planner against the closed forms of docs/contract.md#statistics and the command's JSON."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _closed_form(pa: float, pb: float, rho: float, *, alpha: float = 0.05,
 
 
 def test_worked_example() -> None:
-    # DESIGN §1: (0.65, 0.60, 0.30) → N* = 1028, the shortcut 515.
+    # docs/contract.md#statistics: (0.65, 0.60, 0.30) → N* = 1028, the shortcut 515.
     plan = plan_power(0.65, 0.60, 0.30, n=1200)
     s2, n_star, n_h = _closed_form(0.65, 0.60, 0.30)
     assert plan.sigma_d2 == pytest.approx(s2, rel=1e-12)

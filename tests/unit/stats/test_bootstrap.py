@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +59,3 @@ def test_seeded_and_degenerate() -> None:
         bs.bootstrap_mean_ci(d, n_resamples=1, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="confidence"):
         bs.bootstrap_mean_ci(d, confidence=1.5, rng=np.random.default_rng(0))
-
-
-def test_docstring_examples() -> None:
-    res = doctest.testmod(bs)
-    assert res.attempted > 0 and res.failed == 0

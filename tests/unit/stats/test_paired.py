@@ -30,7 +30,7 @@ def test_binary_against_numpy_and_closed_form() -> None:
     assert s.delta == pytest.approx(d.mean(), abs=1e-15)
     assert s.sigma_d2 == pytest.approx(np.var(d), rel=1e-12)  # numpy variance of D (ddof=0)
     assert s.rho == pytest.approx(np.corrcoef(a, b)[0, 1], rel=1e-12)
-    # σ_D² from the phi coefficient (DESIGN.md §1) equals the variance of D exactly.
+    # σ_D² from the phi coefficient (docs/contract.md#statistics) equals the variance of D exactly.
     closed = float(pw.sigma_d2(s.mean_a, s.mean_b, s.rho))
     assert closed == pytest.approx(s.sigma_d2, rel=1e-10)
     # phi from the cell counts: (p11 − pA pB)/√(pA qA pB qB).

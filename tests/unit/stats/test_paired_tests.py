@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +107,3 @@ def test_bad_input() -> None:
         pt.paired_tests([1, np.nan], [1, 0])
     with pytest.raises(ValueError, match="zero_method"):
         pt.wilcoxon_signed_rank([1.0], zero_method="drop")  # type: ignore[arg-type]
-
-
-def test_docstring_examples() -> None:
-    res = doctest.testmod(pt)
-    assert res.attempted > 0 and res.failed == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 
@@ -11,18 +10,10 @@ import pytest
 
 from monitor.stats import emultiplicity as em
 from monitor.stats import eprocess as ep
-from monitor.stats import running
 from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.clusters import design_effect
 from monitor.stats.paired import paired_summary
 from monitor.stats.running import PairState
-
-
-@pytest.mark.parametrize("module", [running, em])
-def test_docstring_examples(module: object) -> None:
-    result = doctest.testmod(module, verbose=False)  # type: ignore[arg-type]
-    assert result.attempted > 0
-    assert result.failed == 0
 
 
 def _binary_pair(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from monitor.stats.shortcut import cohens_h, lemma1_c, shortcut_ratio, shortcut_
 
 
 def test_worked_example() -> None:
-    # DESIGN.md §1: (0.65, 0.60, 0.30) → N* 1028 and shortcut 515.
+    # docs/contract.md#statistics: (0.65, 0.60, 0.30) → N* 1028 and shortcut 515.
     res = shortcut_size(0.65, 0.60, 0.30)
     assert res.n == 515 and isinstance(res.n, int)
     assert math.ceil(pw.n_star(0.05, pw.sigma_d2(0.65, 0.60, 0.30))) == 1028
