@@ -163,7 +163,7 @@ BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, 
 
 async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
     """Evaluate results that arrived within the cadence once no further request comes."""
-    interval = max(service.settings.eval_interval, 0.05)
+    interval = service.host.tick_seconds
     while not stop.is_set():
         await asyncio.sleep(interval)
         try:

@@ -165,7 +165,7 @@ def build_app(settings: Settings, *, io: WorkerIO | None = None,
             await emit(out, loop.time() - t0)
             await store()  # durable before this batch's events are acked and committed
 
-    @app.timer(interval=max(settings.eval_interval, 0.25))
+    @app.timer(interval=host.tick_seconds)
     async def evaluate() -> None:
         # The stream paused: evaluate what arrived within the last interval.
         out = StepOutput(changes=host.evaluate_if_due())

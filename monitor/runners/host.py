@@ -157,6 +157,12 @@ class MonitorHost:
         """True when results were applied that are not yet evaluated."""
         return any(mon.dirty for mon in list(self.monitors.values()))
 
+    @property
+    def tick_seconds(self) -> float:
+        """How often a runner calls :meth:`evaluate_if_due` while no batch arrives, so that
+        results are evaluated within about one interval after the stream pauses."""
+        return max(self.eval_interval, 0.05)
+
     def evaluate_if_due(self, *, force: bool = False) -> list[Change]:
         """Verdict changes of the monitors with unevaluated results, at most every interval.
 
