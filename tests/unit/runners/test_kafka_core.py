@@ -144,3 +144,28 @@ def test_partial_checkpoint_keeps_other_partitions_pending() -> None:
     assert core.dirty
     assert [k for k, _ in core.checkpoint()] == [b"bench:c", b"partition:1"]
     assert json.loads(json.dumps(core.resume_offsets())) == {"0": 6, "1": 6}
+
+
+def _imports(module: str) -> set[str]:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_engines_share_only_transport_neutral_modules() -> None:
+    # The Faust engine does not import the kafka-python engine, and the shared worker core
+    # imports no Kafka client at all (deferred imports included).
+    assert "monitor.runners.kafka_worker" not in _imports("monitor.runners.faust_app")
+    core = _imports("monitor.runners.kafka_core")
+    assert not {n for n in core if n.split(".")[0] in {"kafka", "faust", "aiokafka"}}
