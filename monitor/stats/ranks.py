@@ -1,0 +1,486 @@
+"""Confidence sets for the ranks of a leaderboard's models, and tiers of models not separated.
+
+A rank confidence set [rank_low, rank_high] for every model, simultaneous at level 1 − α
+(with probability ≥ 1 − α, asymptotically, every model's true rank lies in its set), follows
+from testing every ordered pair: rank_low(a) = 1 + #{b resolved above a} and
+rank_high(a) = M − #{b resolved below a}. The pairwise tests are the max-|t| procedure of
+Mogstad, Romano, Shaikh & Wilhelm (2023, "Inference for ranks with applications to mobility
+across neighbourhoods and academic achievement across countries", *Rev. Econ. Stud.*, the
+R/Python package csranks), with stepdown, on the *paired* covariance of the model means
+(cluster-robust when items cluster). Tiers partition the ranking into consecutive groups such
+that every model of a tier is resolved above every model of every lower tier.
+
+:func:`tiers` and :func:`rank_sets_from_resolved` take any boolean resolved matrix, so that
+other layers (the anytime one) reuse them with their own pairwise verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.stats.board import board
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+Method = Literal["simultaneous", "marginal"]
+Covariance = Literal["iid", "cluster", "strata"]
+METHODS: tuple[str, ...] = ("simultaneous", "marginal")
+
+__all__ = ["METHODS", "RankSets", "means_covariance", "rank_sets", "rank_sets_from_resolved",
+           "tiers"]
+
+# Draws are standardised in blocks of at most this many values (float32), so that memory
+# stays bounded for boards of thousands of models; below it the blocks are kept between steps.
+_BLOCK_VALUES = 1 << 23
+_CACHE_VALUES = 1 << 25
+
+
+def _check_resolved(resolved: ArrayLike) -> BoolArray:
+    r = np.asarray(resolved)
+    if r.ndim != 2 or r.shape[0] != r.shape[1]:
+        raise ValueError(f"`resolved` must be a square (M × M) matrix, got shape {r.shape}")
+    if r.dtype != np.bool_:
+        raise ValueError(f"`resolved` must be boolean, got dtype {r.dtype}")
+    if np.any(np.diagonal(r)):
+        raise ValueError("`resolved` must have a False diagonal (no model is above itself)")
+    if np.any(r & r.T):
+        a, b = np.argwhere(r & r.T)[0]
+        raise ValueError(f"`resolved` says models {a} and {b} are each above the other")
+    return r
+
+
+def _check_order(order: ArrayLike, m: int) -> IntArray:
+    o = np.asarray(order)
+    if o.shape != (m,) or not np.issubdtype(o.dtype, np.integer):
+        raise ValueError(f"`order` must be {m} integer column indices, got shape {o.shape}")
+    if not np.array_equal(np.sort(o), np.arange(m)):
+        raise ValueError(f"`order` must be a permutation of 0..{m - 1}")
+    return o.astype(np.int64)
+
+
+def rank_sets_from_resolved(resolved: ArrayLike) -> tuple[IntArray, IntArray]:
+    """Rank sets [rank_low, rank_high] of every model from a resolved matrix.
+
+    Parameters
+    ----------
+    resolved : array_like of bool, shape (M, M)
+        ``resolved[a, b]``: model a is resolved above model b (better). Antisymmetric in the
+        sense that a and b are never each above the other; False diagonal.
+
+    Returns
+    -------
+    rank_low, rank_high : ndarray of int, shape (M,)
+        1-based, per model column: rank_low(a) = 1 + #{b : resolved[b, a]},
+        rank_high(a) = M − #{b : resolved[a, b]}. When every resolution is true (no pair
+        resolved in the wrong direction or between equal models), every model's true rank
+        (1 + #models strictly better) lies in its set; the sets inherit the guarantee of
+        the procedure that produced ``resolved``.
+
+    Examples
+    --------
+    >>> r = np.array([[False, True, True], [False, False, False], [False, False, False]])
+    >>> [x.tolist() for x in rank_sets_from_resolved(r)]
+    [[1, 2, 2], [1, 3, 3]]
+    """
+    r = _check_resolved(resolved)
+    m = r.shape[0]
+    low = 1 + r.sum(axis=0, dtype=np.int64)
+    high = m - r.sum(axis=1, dtype=np.int64)
+    return low, high
+
+
+def tiers(order: ArrayLike, resolved: ArrayLike) -> IntArray:
+    """Tier of every model: consecutive groups of the ranking not separated from each other.
+
+    A cut between ranking positions i and i + 1 exists iff every model at positions ≤ i is
+    resolved above every model at positions > i; the tiers are the segments between cuts,
+    numbered 1, 2, … from the top. O(M²) with prefix sums (no loop over cuts).
+
+    Parameters
+    ----------
+    order : array_like of int, shape (M,)
+        Model column indices, best first.
+    resolved : array_like of bool, shape (M, M)
+        ``resolved[a, b]``: model a is resolved above model b.
+
+    Returns
+    -------
+    ndarray of int, shape (M,)
+        The 1-based tier of each model column.
+
+    Examples
+    --------
+    >>> r = np.zeros((4, 4), dtype=bool)
+    >>> r[0, 1:] = True          # model 0 above everyone
+    >>> r[1, 3] = r[2, 3] = True  # 1 and 2 above 3, not separated from each other
+    >>> tiers([0, 1, 2, 3], r).tolist()
+    [1, 2, 2, 3]
+    """
+    r = _check_resolved(resolved)
+    m = r.shape[0]
+    o = _check_order(order, m)
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    p = r[np.ix_(o, o)]  # by ranking position
+    # cross(i) = #{(x, y) : x < i ≤ y, p[x, y]} = (Σ of rows < i) − (top-left i × i block).
+    rows = np.cumsum(p.sum(axis=1, dtype=np.int64))
+    block = np.cumsum(np.tril(p).sum(axis=1, dtype=np.int64)
+                      + np.triu(p, 1).sum(axis=0, dtype=np.int64))
+    i = np.arange(1, m, dtype=np.int64)
+    cut = (rows[:-1] - block[:-1]) == i * (m - i)
+    by_position = np.concatenate([[1], 1 + np.cumsum(cut)]).astype(np.int64)
+    out = np.empty(m, dtype=np.int64)
+    out[o] = by_position
+    return out
+
+
+def means_covariance(scores: ArrayLike, *, groups: ArrayLike | None = None,
+                     kind: Covariance = "iid") -> tuple[FloatArray, int]:
+    """Estimated covariance of the model means, on the items every model has.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n_items, M)
+        Scores in [0, 1], NaN where a model has no result. Only the rows without NaN are used.
+    groups : array_like, shape (n_items,), optional
+        Item group labels; required for ``kind`` ``cluster`` and ``strata``.
+    kind : {"iid", "cluster", "strata"}
+        ``iid``: Σ̂ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ / N² (the plug-in covariance of the items / N).
+        ``cluster``: Σ̂ = Σ_c u_c u_cᵀ / N² with u_c = Σ_{i∈c}(x_i − x̄) (groups sampled).
+        ``strata``: Σ̂ = Σ_h Σ_{i∈h}(x_i − x̄_h)(x_i − x̄_h)ᵀ / N² (groups fixed).
+        For a pair, (e_a − e_b)ᵀ Σ̂ (e_a − e_b) is the kernel's Var(D̄) = σ̂_D² · DE / N.
+
+    Returns
+    -------
+    cov : ndarray, shape (M, M)
+    n : int
+        The complete items used.
+
+    Examples
+    --------
+    >>> x = np.array([[1, 0], [1, 1], [0, 0], [1, 0]], dtype=float)
+    >>> cov, n = means_covariance(x)
+    >>> float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), n  # σ̂_D² / N = 0.25 / 4
+    (0.0625, 4)
+    """
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"`scores` must be a 2-D (items × models) array, got shape {x.shape}")
+    if kind not in ("iid", "cluster", "strata"):
+        raise ValueError(f"`kind` must be 'iid', 'cluster' or 'strata', got {kind!r}")
+    keep = ~np.isnan(x).any(axis=1)
+    xc = x[keep]
+    n = int(xc.shape[0])
+    if n == 0:
+        raise ValueError("no item has a score from every model: the covariance of the means "
+                         "cannot be estimated")
+    centred = xc - xc.mean(axis=0)
+    if kind == "iid":
+        return (centred.T @ centred) / (n * n), n
+    if groups is None:
+        raise ValueError(f"`groups` is required for kind={kind!r}")
+    g = np.asarray(groups)
+    if g.shape != (x.shape[0],):
+        raise ValueError(f"`groups` must have one label per item ({x.shape[0]}), got shape "
+                         f"{g.shape}")
+    _, codes = np.unique(g[keep], return_inverse=True)
+    codes = codes.reshape(-1)
+    n_groups = int(codes.max()) + 1
+    sums = np.zeros((n_groups, x.shape[1]))
+    np.add.at(sums, codes, centred)
+    if kind == "cluster":
+        return (sums.T @ sums) / (n * n), n
+    counts = np.bincount(codes, minlength=n_groups).astype(float)
+    within = centred - (sums / counts[:, None])[codes]
+    return (within.T @ within) / (n * n), n
+
+
+@dataclass(frozen=True, eq=False)
+class RankSets:
+    """Rank confidence sets and tiers of the M models of one board (arrays per model column).
+
+    Attributes
+    ----------
+    order : ndarray of int
+        Model columns, best first (the point ranking).
+    rank : ndarray of int
+        1-based position of each model in ``order``.
+    rank_low, rank_high : ndarray of int
+        The rank confidence set [rank_low, rank_high] of each model.
+    tier : ndarray of int
+        1-based tier of each model (:func:`tiers` of ``order`` and ``resolved``).
+    resolved : ndarray of bool, shape (M, M)
+        ``resolved[a, b]``: a resolved above b by the procedure (for ``marginal``: in both
+        models' own families).
+    t : ndarray, shape (M, M)
+        t_ab = δ̂_ab / se_ab on the pair's shared items (antisymmetric).
+    method : {"simultaneous", "marginal"}
+    stepdown : bool
+    alpha : float
+    covariance : {"iid", "cluster", "strata"}
+    n_draws : int
+    critical_values : tuple of float
+        ``simultaneous``: the critical value of each step (non-increasing; the first is the
+        single-step max-|t| value). ``marginal``: each model's final critical value.
+    correlation_items : int
+        Items every model has, from which the correlations between differences come.
+    exact_correlation : bool
+        Every model has every item: the correlations are those of the pairs' own items.
+    """
+
+    order: IntArray
+    rank: IntArray
+    rank_low: IntArray
+    rank_high: IntArray
+    tier: IntArray
+    resolved: BoolArray
+    t: FloatArray
+    method: Method
+    stepdown: bool
+    alpha: float
+    covariance: Covariance
+    n_draws: int
+    critical_values: tuple[float, ...]
+    correlation_items: int
+    exact_correlation: bool
+
+    def __len__(self) -> int:
+        return int(self.order.size)
+
+    @property
+    def n_tiers(self) -> int:
+        """Number of tiers (1: no model separated from any other; M: a fully resolved ranking)."""
+        return int(self.tier.max()) if self.tier.size else 0
+
+    @property
+    def top_resolved(self) -> bool:
+        """The leader's set is {1}: it is resolved above every other model."""
+        return bool(self.rank_high[self.order[0]] == 1) if self.order.size else False
+
+    def interval(self, j: int) -> tuple[int, int]:
+        """The rank set of model column ``j`` as (rank_low, rank_high)."""
+        return int(self.rank_low[j]), int(self.rank_high[j])
+
+
+def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance
+                ) -> tuple[IntArray, IntArray, FloatArray]:
+    """Pairs a < b and t_ab = δ̂_ab / se_ab with se_ab² = σ̂²_ab · DE / n from the pair kernel."""
+    res = board(x, groups=None if kind == "iid" else groups,
+                group_kind="strata" if kind == "strata" else "cluster")
+    de = np.ones_like(res.n) if res.design_effect is None else res.design_effect
+    se = np.sqrt(res.sigma_d2 * de / res.n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = res.delta / se
+    # se = 0: a constant nonzero D is decisive (t = ±∞, as the kernel's p = 0); no gap, or a
+    # grouped variance that cannot be estimated (DE = 0: one group), resolves nothing.
+    decisive = (res.sigma_d2 == 0) & (res.delta != 0)
+    t = np.where(se > 0, t, np.where(decisive, np.sign(res.delta) * np.inf, 0.0))
+    return res.a, res.b, t
+
+
+def _cov_root(cov: FloatArray) -> FloatArray:
+    """A matrix L with L Lᵀ = Σ̂ (eigen-decomposition: Σ̂ may be singular, e.g. fewer clusters
+    than models)."""
+    w, v = np.linalg.eigh(cov)
+    return np.asarray(v * np.sqrt(np.clip(w, 0.0, None)))
+
+
+def _draw_blocks(root: FloatArray, a: IntArray, b: IntArray, n_draws: int,
+                 rng: np.random.Generator) -> Iterator[NDArray[np.float32]]:
+    """Standardised differences (Z_a − Z_b)/sd_ab of Z ~ N(0, Σ̂), pairs × draws, in blocks.
+
+    Standardising by the sd implied by Σ̂ itself keeps only its correlations: the scale of
+    each difference is the kernel's se (the two agree whenever every model has every item).
+    A difference with no variance under Σ̂ contributes 0.
+    """
+    var = np.einsum("ij,ij->i", root, root)
+    sd = np.sqrt(np.maximum(var[a] + var[b] - 2.0 * np.einsum("ij,ij->i", root[a], root[b]),
+                            0.0))
+    ok = sd > 1e-9 * np.sqrt(var[a] + var[b])
+    inv = np.where(ok, 1.0 / np.where(ok, sd, 1.0), 0.0).astype(np.float32)
+    per_block = max(1, _BLOCK_VALUES // max(1, a.size))
+    done = 0
+    while done < n_draws:
+        k = min(per_block, n_draws - done)
+        # Models × draws, so that a pair's draws are one contiguous row to gather.
+        z = (root @ rng.standard_normal((root.shape[1], k))).astype(np.float32)
+        w = z[a]
+        w -= z[b]
+        w *= inv[:, None]
+        yield w
+        done += k
+
+
+def _replay(blocks: list[NDArray[np.float32]]) -> Callable[[], Iterable[NDArray[np.float32]]]:
+    return lambda: blocks
+
+
+def _stepdown(t: FloatArray, draws: Callable[[], Iterable[NDArray[np.float32]]], alpha: float,
+              stepdown: bool) -> tuple[BoolArray, BoolArray, list[float]]:
+    """Reject H_ab: μ_a ≤ μ_b (``up``) and H_ba: μ_b ≤ μ_a (``down``) for every pair.
+
+    The critical value of a step is the 1 − α quantile over the draws of the maximum of the
+    standardised draws over the hypotheses still active (one-sided each: both directions of
+    a pair give |W|). The same draws serve every step, so the critical values never increase.
+    """
+    up = np.zeros(t.size, dtype=bool)
+    down = np.zeros(t.size, dtype=bool)
+    crit: list[float] = []
+    while True:
+        act_up, act_down = ~up, ~down
+        maxima = []
+        # Inactive hypotheses get −∞ added (a masked max with ``where=`` is several times slower).
+        off_up = np.where(act_up, 0.0, -np.inf).astype(np.float32)[:, None]
+        off_down = np.where(act_down, 0.0, -np.inf).astype(np.float32)[:, None]
+        for w in draws():  # pairs × draws
+            maxima.append(np.maximum((w + off_up).max(axis=0), (off_down - w).max(axis=0)))
+        c = float(np.quantile(np.concatenate(maxima), 1.0 - alpha))
+        crit.append(c)
+        new_up = act_up & (t > c)
+        new_down = act_down & (-t > c)
+        if not (new_up.any() or new_down.any()):
+            break
+        up |= new_up
+        down |= new_down
+        if not stepdown:
+            break
+    return up, down, crit
+
+
+def _default_order(x: FloatArray) -> IntArray:
+    present = ~np.isnan(x)
+    means = np.where(present, x, 0.0).sum(axis=0) / np.maximum(present.sum(axis=0), 1)
+    return np.argsort(-means, kind="stable").astype(np.int64)
+
+
+def rank_sets(
+    scores: ArrayLike,
+    *,
+    rng: np.random.Generator,
+    groups: ArrayLike | None = None,
+    covariance: Covariance = "iid",
+    order: ArrayLike | None = None,
+    alpha: float = 0.05,
+    method: Method = "simultaneous",
+    stepdown: bool = True,
+    n_draws: int = 2000,
+) -> RankSets:
+    """Rank confidence sets (csranks' max-|t| with stepdown) and tiers of a paired score matrix.
+
+    For every pair a ≠ b, t_ab = δ̂_ab / se_ab, with δ̂_ab the mean difference on the items both
+    models have and se_ab² = σ̂²_ab · DE_ab / n_ab the kernel's
+    (:func:`monitor.stats.board.board`: plug-in σ̂_D², design effect DE of ``covariance``).
+    The critical value c is the 1 − α quantile of max over the hypotheses of the standardised
+    (Z_a − Z_b)/sd_ab, Z ~ N(0, Σ̂) (``n_draws`` parametric draws from ``rng``), Σ̂ the covariance
+    of the model means (:func:`means_covariance`); H_ab: μ_a ≤ μ_b is rejected (a resolved above
+    b) when t_ab > c. With ``stepdown`` the critical value is recomputed over the hypotheses not
+    yet rejected until nothing new is rejected (Mogstad, Romano, Shaikh & Wilhelm 2023, Alg. 3.1;
+    the same draws at every step, so every step's sets are inside the previous ones).
+
+    Missing items: se_ab is exact on each pair's shared items; the correlations between
+    different pairs' differences come from Σ̂ on the items every model has. When some models
+    lack items this is an approximation (``exact_correlation`` is False); the scale of each
+    t is still the pair's own.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n_items, M)
+        Scores in [0, 1], NaN where a model has no result.
+    rng : numpy.random.Generator
+        Source of the parametric draws.
+    groups : array_like, shape (n_items,), optional
+        Item group labels, used when ``covariance`` is ``cluster`` or ``strata``.
+    covariance : {"iid", "cluster", "strata"}
+        Items independent; groups sampled (cluster-robust); groups fixed (stratified).
+    order : array_like of int, optional
+        The point ranking (model columns, best first); default by the mean over each model's
+        own items, ties by column.
+    alpha : float
+        1 − α is the coverage: joint over all models (``simultaneous``) or of each model's
+        own set (``marginal``, each model's family is its M − 1 pairs).
+    method : {"simultaneous", "marginal"}
+    stepdown : bool
+        Step down (default) or a single step.
+    n_draws : int
+        Parametric draws for the critical values.
+
+    Returns
+    -------
+    RankSets
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = (rng.random((2000, 3)) < [0.8, 0.5, 0.48]).astype(float)
+    >>> r = rank_sets(x, rng=np.random.default_rng(1))
+    >>> [r.interval(j) for j in range(3)], r.tier.tolist()
+    ([(1, 1), (2, 3), (2, 3)], [1, 2, 2])
+    """
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ValueError(f"`scores` must be an (items × models) array with at least two "
+                         f"models, got shape {x.shape}")
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
+    if covariance not in ("iid", "cluster", "strata"):
+        raise ValueError(f"`covariance` must be 'iid', 'cluster' or 'strata', got {covariance!r}")
+    if int(n_draws) != n_draws or n_draws < 100:
+        raise ValueError(f"`n_draws` must be an integer ≥ 100, got {n_draws}")
+    n_draws = int(n_draws)
+    m = x.shape[1]
+    o = _default_order(x) if order is None else _check_order(order, m)
+    a, b, t = _pairwise_t(x, groups, covariance)
+    cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
+    root = _cov_root(cov)
+    tmat = np.zeros((m, m))
+    tmat[a, b] = t
+    tmat[b, a] = -t
+
+    if method == "simultaneous":
+        seed = int(rng.integers(2**63))  # one stream of draws, replayed when not kept
+
+        def make() -> Iterable[NDArray[np.float32]]:
+            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed))
+
+        if a.size * n_draws <= _CACHE_VALUES:
+            kept = list(make())
+            up, down, crit = _stepdown(t, _replay(kept), alpha, stepdown)
+        else:
+            up, down, crit = _stepdown(t, make, alpha, stepdown)
+        resolved = np.zeros((m, m), dtype=bool)
+        resolved[a[up], b[up]] = True
+        resolved[b[down], a[down]] = True
+        low, high = rank_sets_from_resolved(resolved)
+    else:
+        above = np.zeros((m, m), dtype=bool)  # above[j, k]: j above k, in j's family
+        below = np.zeros((m, m), dtype=bool)  # below[j, k]: k above j, in j's family
+        crit = []
+        for j in range(m):
+            others = np.delete(np.arange(m, dtype=np.int64), j)
+            ja = np.full(others.size, j, dtype=np.int64)
+            kept_j = list(_draw_blocks(root, ja, others, n_draws, rng))
+            up, down, c = _stepdown(tmat[j, others], _replay(kept_j), alpha, stepdown)
+            above[j, others[up]] = True
+            below[j, others[down]] = True
+            crit.append(c[-1])
+        low = 1 + below.sum(axis=1, dtype=np.int64)
+        high = m - above.sum(axis=1, dtype=np.int64)
+        # A pair separates tiers only when both models' own families resolve it.
+        resolved = above & below.T
+    rank = np.empty(m, dtype=np.int64)
+    rank[o] = np.arange(1, m + 1)
+    return RankSets(
+        order=o, rank=rank, rank_low=low, rank_high=high, tier=tiers(o, resolved),
+        resolved=resolved, t=tmat, method=method, stepdown=bool(stepdown), alpha=float(alpha),
+        covariance=covariance, n_draws=n_draws, critical_values=tuple(crit),
+        correlation_items=n_complete, exact_correlation=n_complete == x.shape[0],
+    )
