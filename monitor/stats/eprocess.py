@@ -223,14 +223,15 @@ def cs_bounded(
     s: ArrayLike,
     v: ArrayLike,
     *,
-    alpha: float = 0.05,
+    alpha: ArrayLike = 0.05,
     v_opt: float = V_OPT,
     alpha_opt: float = ALPHA_OPT,
 ) -> tuple[Any, Any]:
     """Time-uniform confidence sequence for δ: {δ : E_n(δ) < 1/α} from ``log_e_bounded``.
 
     The ends are found by vectorised bisection on each side of the point estimate S/n, where
-    E_n is at its smallest; before any item the interval is [−1, 1].
+    E_n is at its smallest; before any item the interval is [−1, 1]. ``alpha`` may be one
+    level per pair (broadcast with n, S and V).
 
     Examples
     --------
@@ -238,11 +239,14 @@ def cs_bounded(
     >>> bool(lo < 0.1 < hi), bool(lo > 0)
     (True, True)
     """
-    alpha = _check_alpha(alpha)
-    nn, ss, vv = np.broadcast_arrays(
-        np.asarray(n, dtype=float), np.asarray(s, dtype=float), np.asarray(v, dtype=float)
+    levels = np.asarray(alpha, dtype=float)
+    if np.any(~np.isfinite(levels) | (levels <= 0.0) | (levels >= 1.0)):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha!r}")
+    nn, ss, vv, aa = np.broadcast_arrays(
+        np.asarray(n, dtype=float), np.asarray(s, dtype=float), np.asarray(v, dtype=float),
+        levels,
     )
-    thr = math.log(1.0 / alpha)
+    thr = -np.log(aa)
     with np.errstate(divide="ignore", invalid="ignore"):
         center = np.where(nn > 0, np.clip(ss / np.where(nn > 0, nn, 1.0), -1.0, 1.0), 0.0)
     edge = 1.0 - 1e-9

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import power as pw
+from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -83,7 +84,9 @@ class PairSums:
 
     ``n`` paired items; ``s`` = ΣD, ``v`` = ΣD²; ``sa``, ``sb`` = Σx_A, Σx_B; ``saa``, ``sbb``,
     ``sab`` = Σx_A², Σx_B², Σx_A x_B (all over the paired items); ``binary`` marks pairs whose
-    scores are all 0 or 1 (then n11 = sab, n10 = sa − sab, n01 = sb − sab).
+    scores are all 0 or 1 (then n11 = sab, n10 = sa − sab, n01 = sb − sab). ``paths``, when
+    given, is each pair's sequential state (:class:`monitor.stats.sequential.PairPaths`): its
+    e-process kind, switch and decision; without it the e-process follows ``binary``.
     """
 
     n: FloatArray
@@ -96,16 +99,17 @@ class PairSums:
     sab: FloatArray
     binary: BoolArray
     groups: GroupSums | None = None
+    paths: PairPaths | None = None
 
     @classmethod
     def build(cls, *, n: ArrayLike, sa: ArrayLike, sb: ArrayLike, saa: ArrayLike,
               sbb: ArrayLike, sab: ArrayLike, binary: ArrayLike,
-              groups: GroupSums | None = None) -> PairSums:
+              groups: GroupSums | None = None, paths: PairPaths | None = None) -> PairSums:
         """Sums from the per-model sums on the paired items (S and V follow from them)."""
         a, b, aa, bb, ab = _arr(sa), _arr(sb), _arr(saa), _arr(sbb), _arr(sab)
         return cls(n=_arr(n), s=a - b, v=aa + bb - 2.0 * ab, sa=a, sb=b, saa=aa, sbb=bb,
                    sab=ab, binary=np.broadcast_to(np.asarray(binary, dtype=bool), a.shape),
-                   groups=groups)
+                   groups=groups, paths=paths)
 
     @classmethod
     def from_scores(cls, x_a: ArrayLike, x_b: ArrayLike) -> PairSums:
@@ -124,7 +128,8 @@ class PairSums:
         return PairSums(n=self.n[idx], s=self.s[idx], v=self.v[idx], sa=self.sa[idx],
                         sb=self.sb[idx], saa=self.saa[idx], sbb=self.sbb[idx],
                         sab=self.sab[idx], binary=self.binary[idx],
-                        groups=None if self.groups is None else self.groups.take(idx))
+                        groups=None if self.groups is None else self.groups.take(idx),
+                        paths=None if self.paths is None else self.paths.take(idx))
 
 
 def plugin_estimates(n: ArrayLike, s: ArrayLike, v: ArrayLike) -> tuple[Any, Any]:
@@ -197,8 +202,11 @@ class PairFigures:
     cs_high: FloatArray | None
     n_star_anytime: FloatArray | None
     q_anytime: FloatArray | None
+    decided: NDArray[np.int8] | None
+    decided_n: FloatArray | None
+    decided_log_e: FloatArray | None
     alpha: float
-    e_alpha: float
+    e_alpha: FloatArray
     power: float
 
     def __len__(self) -> int:
@@ -219,8 +227,10 @@ class PairFigures:
         return None if self.q_grouped is None else self.q_grouped >= 1.0
 
     def resolved_anytime(self) -> BoolArray:
-        """E_n ≥ 1/e_alpha now (a live verdict also needs the first crossing; see the core)."""
-        return self.log_e >= math.log(1.0 / self.e_alpha)
+        """Decided at a first crossing (with paths), else E_n ≥ 1/e_alpha now."""
+        if self.decided is not None:
+            return self.decided != 0
+        return self.log_e >= -np.log(self.e_alpha)
 
     def record(self, k: int) -> PairRecord:
         """The figures of pair ``k`` as plain Python numbers."""
@@ -241,6 +251,10 @@ class PairFigures:
             group_kind=self.group_kind, p_value=float(self.p_value[k]),
             log_e=float(self.log_e[k]), cs_low=at(self.cs_low), cs_high=at(self.cs_high),
             n_star_anytime=at(self.n_star_anytime), q_anytime=at(self.q_anytime),
+            e_alpha=float(self.e_alpha[k]),
+            decided=None if self.decided is None else int(self.decided[k]),
+            decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
+            decided_log_e=at(self.decided_log_e),
         )
 
 
@@ -273,6 +287,10 @@ class PairRecord:
     cs_high: float | None
     n_star_anytime: float | None
     q_anytime: float | None
+    e_alpha: float
+    decided: int | None
+    decided_n: int | None
+    decided_log_e: float | None
 
     @property
     def e_value(self) -> float:
@@ -306,7 +324,7 @@ def pair_figures(
     *,
     alpha: float = 0.05,
     power: float = 0.8,
-    e_alpha: float | None = None,
+    e_alpha: ArrayLike | None = None,
     intervals: bool = True,
 ) -> PairFigures:
     """Every figure of the pairs in ``sums`` (see the module docstring for the conventions).
@@ -318,9 +336,9 @@ def pair_figures(
         Per-comparison level of N*, q, q_grouped and MDE (pass the family-adjusted level).
     power : float
         Target power 1 − β of N*, MDE and N*_AV.
-    e_alpha : float, optional
-        Level of the anytime layer: confidence sequence and N*_AV (default ``alpha``; pass α/m
-        for e-Bonferroni over m pairs).
+    e_alpha : float or array, optional
+        Level of the anytime layer, one for all pairs or one per pair: confidence sequence and
+        N*_AV (default ``alpha``; the live core passes each pair's share γ_p of α).
     intervals : bool
         Also solve the confidence sequence and N*_AV (root finding; skip it for a whole board
         and ask for the pairs that are shown).
@@ -339,11 +357,15 @@ def pair_figures(
 
     from monitor.stats import eprocess as ep
     from monitor.stats.anytime_size import n_star_anytime
+    from monitor.stats.sequential import BOUNDED, MCNEMAR, UNSET, log_e_paths
 
     alpha = _check_level("alpha", alpha)
     power = _check_level("power", power)
-    e_alpha = alpha if e_alpha is None else _check_level("e_alpha", e_alpha)
     n, s = sums.n, sums.s
+    e_levels = np.broadcast_to(np.asarray(alpha if e_alpha is None else e_alpha, dtype=float),
+                               n.shape).copy()
+    if np.any(~np.isfinite(e_levels) | (e_levels <= 0.0) | (e_levels >= 1.0)):
+        raise ValueError(f"`e_alpha` must lie in (0, 1), got {e_alpha!r}")
     pos = n > 0
     safe = np.where(pos, n, 1.0)
     # Cancellation in V = Σx_A² + Σx_B² − 2Σx_Ax_B can leave it a hair off S²/n: below it
@@ -384,25 +406,31 @@ def pair_figures(
 
     de, q_grouped = _grouped(sums.groups, n, delta, sigma2, v, n_star)
 
-    log_e = np.zeros_like(n)
-    if binary.any():
-        log_e = np.where(binary, ep.log_e_mcnemar(np.maximum(n10, 0.0), np.maximum(n01, 0.0)),
-                         log_e)
-    if not binary.all():
-        log_e = np.where(binary, log_e, ep.log_e_bounded(n, s, v))
-    log_e = np.where(pos, log_e, 0.0)
+    paths = sums.paths
+    if paths is not None:
+        # The pair's own e-process (kind fixed at its first item, switch recorded by the path).
+        kind = np.where(paths.kind == UNSET, np.where(binary, MCNEMAR, BOUNDED), paths.kind)
+        log_e = log_e_paths(kind, n, s, v, switch_n=paths.switch_n, switch_s=paths.switch_s,
+                            switch_v=paths.switch_v, switch_log_e=paths.switch_log_e)
+        mcnemar = (kind == MCNEMAR) & (paths.switch_n < 0)
+    else:
+        kind = np.where(binary, MCNEMAR, BOUNDED)
+        log_e = log_e_paths(kind, n, s, v, switch_n=np.full(n.shape, -1.0), switch_s=0.0,
+                            switch_v=0.0, switch_log_e=0.0)
+        mcnemar = binary
 
     cs_low = cs_high = n_av = q_av = None
     if intervals:
         cs_low, cs_high = (np.atleast_1d(np.asarray(x, dtype=float))
-                           for x in ep.cs_bounded(n, s, v, alpha=e_alpha))
+                           for x in ep.cs_bounded(n, s, v, alpha=e_levels))
         n_av = np.zeros_like(n)
         constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
-            ("mcnemar", binary), ("bounded", ~binary))
+            ("mcnemar", mcnemar), ("bounded", ~mcnemar))
         for construction, mask in constructions:
-            if mask.any():
-                n_av[mask] = np.atleast_1d(n_star_anytime(
-                    d_size[mask], s2_size[mask], alpha=e_alpha, power=power,
+            for level in np.unique(e_levels[mask]):  # one boundary table per level
+                sel = mask & (e_levels == level)
+                n_av[sel] = np.atleast_1d(n_star_anytime(
+                    d_size[sel], s2_size[sel], alpha=float(level), power=power,
                     construction=construction))
         q_av = _ratio(n, n_av)
 
@@ -413,7 +441,10 @@ def pair_figures(
         design_effect=de, q_grouped=q_grouped, group_kind=None if g is None else g.kind,
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
         cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
-        alpha=alpha, e_alpha=e_alpha, power=power,
+        decided=None if paths is None else paths.decided,
+        decided_n=None if paths is None else paths.decided_n,
+        decided_log_e=None if paths is None else paths.decided_log_e,
+        alpha=alpha, e_alpha=e_levels, power=power,
     )
 
 

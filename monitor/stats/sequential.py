@@ -1,0 +1,245 @@
+"""Anytime decisions: each pair's e-process followed item by item, decided at its first crossing.
+
+One procedure for the life of a board, whatever models arrive and however often anyone
+reads it (docs/anytime.md, "One guarantee for the life of the board"):
+
+* **Shares of α fixed at birth.** Pairs are numbered p = 1, 2, … in the order they come to
+  exist (the later model's arrival, then the earlier model's). Pair p gets the level
+  γ_p = α / (P · 2^(2b+1)) with b = ⌊log₂(1 + (p − 1)/P)⌋ and P = M₀(M₀ − 1)/2 for a
+  planned board of M₀ models: the first P pairs share α/2, the next 2P pairs α/4, the next
+  4P pairs α/8, … so Σ_p γ_p = α over a board of any size. This is online Bonferroni: the
+  chance that any pair is ever declared resolved while its two models are equal, or in the
+  wrong direction, is at most Σ γ_p = α.
+* **A decision is a stopping time.** A pair is resolved the first time its e-process reaches
+  1/γ_p (Ville's inequality), in the direction of the sign of S = ΣD at that item, and stays
+  resolved: E_n dipping later changes nothing. The two-sided mixtures are symmetric, so a
+  crossing with S < 0 bounds the e-process of the one-sided alternative "B better", which
+  is a supermartingale whenever A is at least as good: wrong directions are covered too.
+* **The test is chosen per pair, once.** At the pair's first paired item: the exact McNemar
+  mixture when both scores are 0/1, the bounded gamma-exponential mixture otherwise. If a
+  McNemar pair later meets a score other than 0/1, its e-value is frozen there and continued
+  by the bounded mixture on the items that follow (the product of two e-processes, the
+  second started at a stopping time, is again an e-process); other models' scores never
+  change it.
+
+:func:`advance` is the one implementation of the sequential part, called by the live core on
+each batch's new paired items and by ``report --anytime``'s replay on the table's rows, so
+live and offline take the same decisions on the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.stats import eprocess as ep
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+#: e-process kinds of a pair (``PairPaths.kind``).
+UNSET, MCNEMAR, BOUNDED = 0, 1, 2
+
+__all__ = ["BOUNDED", "MCNEMAR", "UNSET", "PairPaths", "advance", "log_e_paths", "log_threshold",
+           "pair_number", "pair_share", "planned_pairs"]
+
+
+def planned_pairs(models: int) -> int:
+    """P = M₀(M₀ − 1)/2 pairs of a planned board of ``models`` models (at least 1)."""
+    if models < 2:
+        raise ValueError(f"`planned_models` must be at least 2, got {models}")
+    return models * (models - 1) // 2
+
+
+def pair_number(lo: ArrayLike, hi: ArrayLike) -> IntArray:
+    """1-based birth order of the pair of model columns ``lo`` < ``hi`` (columns numbered in
+    arrival order): all pairs of model ``hi`` with earlier models come after those of ``hi − 1``.
+
+    Examples
+    --------
+    >>> pair_number([0, 0, 1, 0], [1, 2, 2, 3]).tolist()
+    [1, 2, 3, 4]
+    """
+    lo_, hi_ = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    return hi_ * (hi_ - 1) // 2 + lo_ + 1
+
+
+def pair_share(p: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
+    """γ_p: pair p's fixed share of α (see the module docstring); Σ_p γ_p = α.
+
+    Examples
+    --------
+    >>> pair_share([1, 10, 11, 30, 31], alpha=0.05, planned=10).tolist()
+    [0.0025, 0.0025, 0.000625, 0.000625, 0.00015625]
+    """
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
+    pp = np.asarray(p, dtype=np.float64)
+    if np.any(pp < 1):
+        raise ValueError("pair numbers start at 1")
+    block = np.floor(np.log2(1.0 + (pp - 1.0) / planned))
+    # Guard the floor against log2 rounding at block edges: p − 1 < P (2^(b+1) − 1) always.
+    block = np.where(pp - 1.0 >= planned * (2.0 ** (block + 1.0) - 1.0), block + 1.0, block)
+    block = np.where(pp - 1.0 < planned * (2.0**block - 1.0), block - 1.0, block)
+    return np.asarray(alpha / (planned * 2.0 ** (2.0 * block + 1.0)), dtype=np.float64)
+
+
+@dataclass
+class PairPaths:
+    """Per-pair sequential state, one entry per pair (arrays owned and grown by the caller).
+
+    ``kind``: UNSET until the first paired item, then MCNEMAR or BOUNDED. ``switch_n`` ≥ 0
+    marks a McNemar pair continued by the bounded mixture after ``switch_n`` items, where its
+    sums were (``switch_s``, ``switch_v``) and its log e-value ``switch_log_e``. ``decided`` is
+    +1 (the first model of the pair resolved better), −1 (the second) or 0; ``decided_n`` and
+    ``decided_log_e`` record the paired items and log E_n at the decision.
+    """
+
+    kind: NDArray[np.int8]
+    switch_n: FloatArray
+    switch_s: FloatArray
+    switch_v: FloatArray
+    switch_log_e: FloatArray
+    decided: NDArray[np.int8]
+    decided_n: FloatArray
+    decided_log_e: FloatArray
+
+    @classmethod
+    def empty(cls, size: int) -> PairPaths:
+        return cls(kind=np.zeros(size, np.int8), switch_n=np.full(size, -1.0),
+                   switch_s=np.zeros(size), switch_v=np.zeros(size),
+                   switch_log_e=np.zeros(size), decided=np.zeros(size, np.int8),
+                   decided_n=np.zeros(size), decided_log_e=np.zeros(size))
+
+    def take(self, idx: ArrayLike) -> PairPaths:
+        return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
+
+
+def log_e_paths(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
+                switch_n: ArrayLike, switch_s: ArrayLike, switch_v: ArrayLike,
+                switch_log_e: ArrayLike) -> FloatArray:
+    """log E_n of pairs in the states (n, S, V) given their kind and switch (vectorised).
+
+    A McNemar pair without a switch has only 0/1 items, so n10 = (V + S)/2, n01 = (V − S)/2.
+    """
+    k = np.asarray(kind)
+    nn, ss, vv = (np.asarray(x, dtype=float) for x in (n, s, v))
+    sw_n = np.asarray(switch_n, dtype=float)
+    out = np.zeros(np.broadcast(k, nn).shape)
+    plain_mc = (k == MCNEMAR) & (sw_n < 0)
+    if plain_mc.any():
+        out = np.where(plain_mc, ep.log_e_mcnemar(np.maximum((vv + ss) / 2.0, 0.0),
+                                                  np.maximum((vv - ss) / 2.0, 0.0)), out)
+    switched = (k == MCNEMAR) & (sw_n >= 0)
+    if switched.any():
+        rest = ep.log_e_bounded(np.maximum(nn - sw_n, 0.0), ss - np.asarray(switch_s),
+                                np.maximum(vv - np.asarray(switch_v), 0.0))
+        out = np.where(switched, np.asarray(switch_log_e) + rest, out)
+    bounded = k == BOUNDED
+    if bounded.any():
+        out = np.where(bounded, ep.log_e_bounded(nn, ss, np.maximum(vv, 0.0)), out)
+    return np.where(nn > 0, out, 0.0)
+
+
+def advance(
+    paths: PairPaths,
+    pair: IntArray,
+    d: FloatArray,
+    nonbinary: NDArray[np.bool_],
+    *,
+    base_n: FloatArray,
+    base_s: FloatArray,
+    base_v: FloatArray,
+    log_threshold: FloatArray,
+) -> IntArray:
+    """Follow the pairs along new paired items, in stream order; update ``paths`` in place.
+
+    Parameters
+    ----------
+    paths : PairPaths
+        State of every pair (indexed by the values of ``pair``).
+    pair : int array
+        Pair of each new paired item, items of one pair in stream order (any interleaving).
+    d : float array
+        D = x_first − x_second of each item.
+    nonbinary : bool array
+        The item has a score other than 0 or 1.
+    base_n, base_s, base_v : float arrays, indexed by pair
+        n, S, V of each pair before these items.
+    log_threshold : float array, indexed by pair
+        log(1/γ_p) of each pair.
+
+    Returns
+    -------
+    The pairs decided by these items (their decision is recorded in ``paths``).
+    """
+    if pair.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(pair, kind="stable")
+    g = pair[order]
+    dd = d[order]
+    nb = nonbinary[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    groups = g[starts]
+    sizes = np.diff(np.r_[starts, g.size])
+    first_of = np.repeat(starts, sizes)
+    pos = np.arange(g.size) - first_of  # 0-based position inside the pair's new items
+
+    # The kind is fixed at the pair's first paired item.
+    unset = paths.kind[groups] == UNSET
+    paths.kind[groups[unset]] = np.where(nb[starts[unset]], BOUNDED, MCNEMAR).astype(np.int8)
+
+    cs = np.cumsum(dd)
+    cv = np.cumsum(dd * dd)
+    before_s = np.repeat(np.r_[0.0, cs][starts], sizes)
+    before_v = np.repeat(np.r_[0.0, cv][starts], sizes)
+    n = base_n[g] + pos + 1.0
+    s = base_s[g] + cs - before_s
+    v = base_v[g] + cv - before_v
+
+    # A McNemar pair meeting its first score other than 0/1 is frozen just before that item.
+    kind = paths.kind[g]
+    open_mc = (kind == MCNEMAR) & (paths.switch_n[g] < 0) & nb
+    if open_mc.any():
+        hit = np.flatnonzero(open_mc)
+        first_hit = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
+        at = first_hit
+        prev_n, prev_s, prev_v = n[at] - 1.0, s[at] - dd[at], v[at] - dd[at] * dd[at]
+        pairs_hit = g[at]
+        paths.switch_n[pairs_hit] = prev_n
+        paths.switch_s[pairs_hit] = prev_s
+        paths.switch_v[pairs_hit] = prev_v
+        paths.switch_log_e[pairs_hit] = np.where(
+            prev_n > 0, ep.log_e_mcnemar(np.maximum((prev_v + prev_s) / 2.0, 0.0),
+                                         np.maximum((prev_v - prev_s) / 2.0, 0.0)), 0.0)
+
+    undecided = paths.decided[g] == 0
+    if not undecided.any():
+        return np.zeros(0, dtype=np.int64)
+    sel = np.flatnonzero(undecided)
+    gs = g[sel]
+    # Items of a McNemar pair before its switch point read the McNemar mixture.
+    sw_n = paths.switch_n[gs]
+    before_switch = (sw_n >= 0) & (n[sel] <= sw_n)
+    log_e = log_e_paths(paths.kind[gs], n[sel], s[sel], v[sel],
+                        switch_n=np.where(before_switch, -1.0, sw_n),
+                        switch_s=paths.switch_s[gs], switch_v=paths.switch_v[gs],
+                        switch_log_e=paths.switch_log_e[gs])
+    crossed = (log_e >= log_threshold[gs]) & (s[sel] != 0.0)
+    if not crossed.any():
+        return np.zeros(0, dtype=np.int64)
+    hit = sel[crossed]
+    first = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
+    decided = g[first]
+    paths.decided[decided] = np.sign(s[first]).astype(np.int8)
+    paths.decided_n[decided] = n[first]
+    paths.decided_log_e[decided] = log_e[np.searchsorted(sel, first)]
+    return decided
+
+
+def log_threshold(share: ArrayLike) -> FloatArray:
+    """log(1/γ) of each share γ."""
+    return np.asarray(-np.log(np.asarray(share, dtype=float)), dtype=np.float64)
+

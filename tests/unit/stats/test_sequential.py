@@ -1,0 +1,101 @@
+"""Sequential decisions: vectorised ``advance`` against a per-item scalar loop, and α shares."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from monitor.stats import eprocess as ep
+from monitor.stats import sequential as sq
+
+
+def _scalar_path(items: list[tuple[float, bool]], log_thr: float) -> dict[str, float]:
+    """One pair followed item by item with plain Python, the definition in the docstring."""
+    kind = sq.UNSET
+    n = s = v = 0.0
+    sw: tuple[float, float, float, float] | None = None
+    out = {"kind": 0.0, "decided": 0.0, "n": 0.0, "log_e": 0.0, "switch_n": -1.0}
+    for d, nonbinary in items:
+        if kind == sq.UNSET:
+            kind = sq.BOUNDED if nonbinary else sq.MCNEMAR
+        if kind == sq.MCNEMAR and sw is None and nonbinary:
+            le = float(ep.log_e_mcnemar((v + s) / 2, (v - s) / 2)) if n > 0 else 0.0
+            sw = (n, s, v, le)
+        n, s, v = n + 1, s + d, v + d * d
+        if kind == sq.BOUNDED:
+            log_e = float(ep.log_e_bounded(n, s, v))
+        elif sw is None:
+            log_e = float(ep.log_e_mcnemar((v + s) / 2, (v - s) / 2))
+        else:
+            log_e = sw[3] + float(ep.log_e_bounded(n - sw[0], s - sw[1], v - sw[2]))
+        if out["decided"] == 0 and log_e >= log_thr and s != 0:
+            out.update(decided=math.copysign(1.0, s), n=n, log_e=log_e)
+    out["kind"] = float(kind)
+    out["switch_n"] = -1.0 if sw is None else sw[0]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_advance_in_any_batching_equals_the_item_by_item_definition(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_pairs, n_items = 12, 3000
+    pair = rng.integers(0, n_pairs, n_items)
+    gap = rng.choice([0.0, 0.3, -0.3], n_pairs)  # some pairs drift, some do not
+    xa = (rng.random(n_items) < 0.5 + gap[pair]).astype(float)
+    xb = (rng.random(n_items) < 0.5).astype(float)
+    # A few pairs start continuous, a few meet a 0.5 later (the switch), the rest stay 0/1.
+    cont_from = np.where(rng.random(n_pairs) < 0.25, 0,
+                         np.where(rng.random(n_pairs) < 0.3, rng.integers(1, 60, n_pairs),
+                                  n_items + 1))
+    rank = np.zeros(n_items, dtype=np.int64)
+    for p in range(n_pairs):
+        idx = np.flatnonzero(pair == p)
+        rank[idx] = np.arange(idx.size)
+    nonbinary = rank >= cont_from[pair]
+    xa = np.where(nonbinary & (rng.random(n_items) < 0.5), 0.5, xa)
+    d = xa - xb
+    nonbinary = nonbinary & ((xa != 0) & (xa != 1) | (xb != 0) & (xb != 1))
+    log_thr = np.log(1 / sq.pair_share(np.arange(1, n_pairs + 1), alpha=0.05, planned=3))
+
+    paths = sq.PairPaths.empty(n_pairs)
+    base = np.zeros((3, n_pairs))
+    cuts = np.sort(rng.choice(np.arange(1, n_items), size=7, replace=False))
+    decided_total: list[int] = []
+    for chunk in np.split(np.arange(n_items), cuts):
+        got = sq.advance(paths, pair[chunk], d[chunk], nonbinary[chunk], base_n=base[0],
+                         base_s=base[1], base_v=base[2], log_threshold=log_thr)
+        decided_total.extend(got.tolist())
+        np.add.at(base[0], pair[chunk], 1.0)
+        np.add.at(base[1], pair[chunk], d[chunk])
+        np.add.at(base[2], pair[chunk], d[chunk] ** 2)
+    assert len(decided_total) == len(set(decided_total))  # each pair decided once
+    for p in range(n_pairs):
+        idx = np.flatnonzero(pair == p)
+        ref = _scalar_path([(float(d[i]), bool(nonbinary[i])) for i in idx], float(log_thr[p]))
+        assert paths.kind[p] == ref["kind"]
+        assert paths.switch_n[p] == ref["switch_n"]
+        assert paths.decided[p] == ref["decided"], p
+        if ref["decided"]:
+            assert paths.decided_n[p] == ref["n"]
+            assert paths.decided_log_e[p] == pytest.approx(ref["log_e"], rel=1e-12, abs=1e-12)
+    assert sorted(decided_total) == [p for p in range(n_pairs) if paths.decided[p] != 0]
+    assert any(paths.decided != 0) and any(paths.switch_n >= 0)
+
+
+def test_shares_spend_alpha_over_a_board_of_any_size() -> None:
+    planned = sq.planned_pairs(8)  # 28 pairs
+    assert planned == 28
+    gamma = sq.pair_share(np.arange(1, 28 * (2**12 - 1) + 1), alpha=0.05, planned=planned)
+    assert np.all(np.diff(gamma) <= 0)  # later pairs never get more
+    assert gamma[:28] == pytest.approx(0.05 / 56)  # the planned board shares α/2
+    assert float(gamma.sum()) == pytest.approx(0.05 * (1 - 2.0**-12), rel=1e-12)
+    assert float(gamma.sum()) < 0.05
+    # birth order: all pairs of model k come before those of model k + 1
+    lo, hi = np.triu_indices(8, 1)
+    numbers = sq.pair_number(lo, hi)
+    assert sorted(numbers.tolist()) == list(range(1, 29))
+    assert np.all(numbers[hi == 7] > numbers[hi < 7].max())
+    with pytest.raises(ValueError, match="planned_models"):
+        sq.planned_pairs(1)
