@@ -33,8 +33,8 @@ Method = Literal["simultaneous", "marginal"]
 Covariance = Literal["iid", "cluster", "strata"]
 METHODS: tuple[str, ...] = ("simultaneous", "marginal")
 
-__all__ = ["METHODS", "RankSets", "means_covariance", "rank_sets", "rank_sets_from_resolved",
-           "tiers"]
+__all__ = ["METHODS", "PairResolution", "RankSets", "means_covariance", "rank_sets",
+           "rank_sets_from_resolved", "resolve_pairs", "tiers"]
 
 # Draws are standardised in blocks of at most this many values (float32), so that memory
 # stays bounded for boards of thousands of models; below it the blocks are kept between steps.
@@ -281,7 +281,7 @@ def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance
     # se = 0: a constant nonzero D is decisive (t = ±∞, as the kernel's p = 0); no gap, or a
     # grouped variance that cannot be estimated (DE = 0: one group), resolves nothing.
     decisive = (res.sigma_d2 == 0) & (res.delta != 0)
-    t = np.where(se > 0, t, np.where(decisive, np.sign(res.delta) * np.inf, 0.0))
+    t = np.where(se > 0, t, np.where(decisive, np.where(res.delta > 0, np.inf, -np.inf), 0.0))
     return res.a, res.b, t
 
 
@@ -352,6 +352,114 @@ def _stepdown(t: FloatArray, draws: Callable[[], Iterable[NDArray[np.float32]]],
         if not stepdown:
             break
     return up, down, crit
+
+
+@dataclass(frozen=True, eq=False)
+class PairResolution:
+    """Which ordered pairs the max-|t| procedure resolves, and the rank sets that follow.
+
+    ``resolved[a, b]``: a resolved above b (``marginal``: in both models' own families);
+    ``rank_low``, ``rank_high`` per model; ``critical_values`` as in :class:`RankSets`.
+    """
+
+    resolved: BoolArray
+    rank_low: IntArray
+    rank_high: IntArray
+    critical_values: tuple[float, ...]
+
+
+def resolve_pairs(
+    t: ArrayLike,
+    cov: ArrayLike,
+    *,
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    method: Method = "simultaneous",
+    stepdown: bool = True,
+    n_draws: int = 2000,
+) -> PairResolution:
+    """The max-|t| tests of every ordered pair from t-statistics and the covariance of the means.
+
+    H_ab: μ_a ≤ μ_b is rejected (a resolved above b) when t_ab > c, c the 1 − α quantile over
+    ``n_draws`` draws Z ~ N(0, Σ) of the maximum, over the hypotheses still active, of
+    (Z_a − Z_b)/sd_ab with sd_ab² = Σ_aa + Σ_bb − 2Σ_ab. ``simultaneous``: one family of all
+    M(M − 1) ordered pairs (the first critical value is that of max_{a<b} |·|); ``marginal``: a
+    family per model, its 2(M − 1) ordered pairs. ``stepdown`` repeats with the hypotheses not
+    yet rejected until nothing new is rejected, on the same draws.
+
+    Parameters
+    ----------
+    t : array_like, shape (M, M)
+        t_ab = δ̂_ab / se_ab, antisymmetric (t_ba = −t_ab); ±∞ allowed.
+    cov : array_like, shape (M, M)
+        Covariance of the model means (positive semi-definite); only its correlations between
+        differences matter.
+    rng : numpy.random.Generator
+    alpha, method, stepdown, n_draws
+        As in :func:`rank_sets`.
+
+    Returns
+    -------
+    PairResolution
+
+    Examples
+    --------
+    Two models: the single step is the two-sided z-test, the step down the one-sided one.
+
+    >>> t = np.array([[0.0, 2.5], [-2.5, 0.0]])
+    >>> r = resolve_pairs(t, np.eye(2), rng=np.random.default_rng(0), n_draws=20000)
+    >>> r.resolved.tolist(), [round(c, 1) for c in r.critical_values]
+    ([[False, True], [False, False]], [2.0, 1.6])
+    """
+    tm = np.asarray(t, dtype=float)
+    cv = np.asarray(cov, dtype=float)
+    if tm.ndim != 2 or tm.shape[0] != tm.shape[1] or tm.shape[0] < 2:
+        raise ValueError(f"`t` must be a square (M × M) matrix, M ≥ 2, got shape {tm.shape}")
+    if cv.shape != tm.shape or not np.all(np.isfinite(cv)):
+        raise ValueError(f"`cov` must be a finite {tm.shape} matrix, got shape {cv.shape}")
+    if np.any(np.isnan(tm)) or not np.allclose(tm, -tm.T, equal_nan=False):
+        raise ValueError("`t` must be antisymmetric (t[b, a] = −t[a, b]) without NaN")
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
+    if int(n_draws) != n_draws or n_draws < 100:
+        raise ValueError(f"`n_draws` must be an integer ≥ 100, got {n_draws}")
+    n_draws = int(n_draws)
+    m = tm.shape[0]
+    root = _cov_root(cv)
+    if method == "simultaneous":
+        a, b = np.triu_indices(m, k=1)
+        a, b = a.astype(np.int64), b.astype(np.int64)
+        seed = int(rng.integers(2**63))  # one stream of draws, replayed when not kept
+
+        def make() -> Iterable[NDArray[np.float32]]:
+            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed))
+
+        draws = _replay(list(make())) if a.size * n_draws <= _CACHE_VALUES else make
+        up, down, crit = _stepdown(tm[a, b], draws, alpha, stepdown)
+        resolved = np.zeros((m, m), dtype=bool)
+        resolved[a[up], b[up]] = True
+        resolved[b[down], a[down]] = True
+        low, high = rank_sets_from_resolved(resolved)
+        return PairResolution(resolved=resolved, rank_low=low, rank_high=high,
+                              critical_values=tuple(crit))
+    above = np.zeros((m, m), dtype=bool)  # above[j, k]: j above k, in j's family
+    below = np.zeros((m, m), dtype=bool)  # below[j, k]: k above j, in j's family
+    finals = []
+    for j in range(m):
+        others = np.delete(np.arange(m, dtype=np.int64), j)
+        ja = np.full(others.size, j, dtype=np.int64)
+        kept_j = list(_draw_blocks(root, ja, others, n_draws, rng))
+        up, down, c = _stepdown(tm[j, others], _replay(kept_j), alpha, stepdown)
+        above[j, others[up]] = True
+        below[j, others[down]] = True
+        finals.append(c[-1])
+    # A pair separates tiers only when both models' own families resolve it.
+    return PairResolution(resolved=above & below.T,
+                          rank_low=1 + below.sum(axis=1, dtype=np.int64),
+                          rank_high=m - above.sum(axis=1, dtype=np.int64),
+                          critical_values=tuple(finals))
 
 
 def _default_order(x: FloatArray) -> IntArray:
@@ -427,60 +535,23 @@ def rank_sets(
     if x.ndim != 2 or x.shape[1] < 2:
         raise ValueError(f"`scores` must be an (items × models) array with at least two "
                          f"models, got shape {x.shape}")
-    if not (0.0 < alpha < 1.0):
-        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
-    if method not in METHODS:
-        raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
     if covariance not in ("iid", "cluster", "strata"):
         raise ValueError(f"`covariance` must be 'iid', 'cluster' or 'strata', got {covariance!r}")
-    if int(n_draws) != n_draws or n_draws < 100:
-        raise ValueError(f"`n_draws` must be an integer ≥ 100, got {n_draws}")
-    n_draws = int(n_draws)
     m = x.shape[1]
     o = _default_order(x) if order is None else _check_order(order, m)
     a, b, t = _pairwise_t(x, groups, covariance)
     cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
-    root = _cov_root(cov)
     tmat = np.zeros((m, m))
     tmat[a, b] = t
     tmat[b, a] = -t
-
-    if method == "simultaneous":
-        seed = int(rng.integers(2**63))  # one stream of draws, replayed when not kept
-
-        def make() -> Iterable[NDArray[np.float32]]:
-            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed))
-
-        if a.size * n_draws <= _CACHE_VALUES:
-            kept = list(make())
-            up, down, crit = _stepdown(t, _replay(kept), alpha, stepdown)
-        else:
-            up, down, crit = _stepdown(t, make, alpha, stepdown)
-        resolved = np.zeros((m, m), dtype=bool)
-        resolved[a[up], b[up]] = True
-        resolved[b[down], a[down]] = True
-        low, high = rank_sets_from_resolved(resolved)
-    else:
-        above = np.zeros((m, m), dtype=bool)  # above[j, k]: j above k, in j's family
-        below = np.zeros((m, m), dtype=bool)  # below[j, k]: k above j, in j's family
-        crit = []
-        for j in range(m):
-            others = np.delete(np.arange(m, dtype=np.int64), j)
-            ja = np.full(others.size, j, dtype=np.int64)
-            kept_j = list(_draw_blocks(root, ja, others, n_draws, rng))
-            up, down, c = _stepdown(tmat[j, others], _replay(kept_j), alpha, stepdown)
-            above[j, others[up]] = True
-            below[j, others[down]] = True
-            crit.append(c[-1])
-        low = 1 + below.sum(axis=1, dtype=np.int64)
-        high = m - above.sum(axis=1, dtype=np.int64)
-        # A pair separates tiers only when both models' own families resolve it.
-        resolved = above & below.T
+    res = resolve_pairs(tmat, cov, rng=rng, alpha=alpha, method=method, stepdown=stepdown,
+                        n_draws=n_draws)
     rank = np.empty(m, dtype=np.int64)
     rank[o] = np.arange(1, m + 1)
     return RankSets(
-        order=o, rank=rank, rank_low=low, rank_high=high, tier=tiers(o, resolved),
-        resolved=resolved, t=tmat, method=method, stepdown=bool(stepdown), alpha=float(alpha),
-        covariance=covariance, n_draws=n_draws, critical_values=tuple(crit),
+        order=o, rank=rank, rank_low=res.rank_low, rank_high=res.rank_high,
+        tier=tiers(o, res.resolved), resolved=res.resolved, t=tmat, method=method,
+        stepdown=bool(stepdown), alpha=float(alpha), covariance=covariance, n_draws=n_draws,
+        critical_values=res.critical_values,
         correlation_items=n_complete, exact_correlation=n_complete == x.shape[0],
     )
