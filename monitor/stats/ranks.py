@@ -233,6 +233,8 @@ class RankSets:
         Items every model has, from which the correlations between differences come.
     exact_correlation : bool
         Every model has every item: the correlations are those of the pairs' own items.
+    df : float or None
+        Degrees of freedom of the multivariate-t draws (None: normal draws).
     """
 
     order: IntArray
@@ -250,6 +252,7 @@ class RankSets:
     critical_values: tuple[float, ...]
     correlation_items: int
     exact_correlation: bool
+    df: float | None = None
 
     def __len__(self) -> int:
         return int(self.order.size)
@@ -270,7 +273,7 @@ class RankSets:
 
 
 def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance
-                ) -> tuple[IntArray, IntArray, FloatArray]:
+                ) -> tuple[IntArray, IntArray, FloatArray, int]:
     """Pairs a < b and t_ab = δ̂_ab / se_ab with se_ab² = σ̂²_ab · DE / n from the pair kernel."""
     res = board(x, groups=None if kind == "iid" else groups,
                 group_kind="strata" if kind == "strata" else "cluster")
@@ -282,7 +285,7 @@ def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance
     # grouped variance that cannot be estimated (DE = 0: one group), resolves nothing.
     decisive = (res.sigma_d2 == 0) & (res.delta != 0)
     t = np.where(se > 0, t, np.where(decisive, np.where(res.delta > 0, np.inf, -np.inf), 0.0))
-    return res.a, res.b, t
+    return res.a, res.b, t, res.n_groups
 
 
 def _cov_root(cov: FloatArray) -> FloatArray:
@@ -293,12 +296,13 @@ def _cov_root(cov: FloatArray) -> FloatArray:
 
 
 def _draw_blocks(root: FloatArray, a: IntArray, b: IntArray, n_draws: int,
-                 rng: np.random.Generator) -> Iterator[NDArray[np.float32]]:
+                 rng: np.random.Generator, df: float | None) -> Iterator[NDArray[np.float32]]:
     """Standardised differences (Z_a − Z_b)/sd_ab of Z ~ N(0, Σ̂), pairs × draws, in blocks.
 
     Standardising by the sd implied by Σ̂ itself keeps only its correlations: the scale of
     each difference is the kernel's se (the two agree whenever every model has every item).
-    A difference with no variance under Σ̂ contributes 0.
+    A difference with no variance under Σ̂ contributes 0. With ``df``, each draw is divided by
+    √(χ²_df / df): a multivariate t, for variances estimated from few clusters.
     """
     var = np.einsum("ij,ij->i", root, root)
     sd = np.sqrt(np.maximum(var[a] + var[b] - 2.0 * np.einsum("ij,ij->i", root[a], root[b]),
@@ -310,9 +314,12 @@ def _draw_blocks(root: FloatArray, a: IntArray, b: IntArray, n_draws: int,
     while done < n_draws:
         k = min(per_block, n_draws - done)
         # Models × draws, so that a pair's draws are one contiguous row to gather.
-        z = (root @ rng.standard_normal((root.shape[1], k))).astype(np.float32)
-        w = z[a]
-        w -= z[b]
+        z = root @ rng.standard_normal((root.shape[1], k))
+        if df is not None:
+            z /= np.sqrt(rng.chisquare(df, size=k) / df)
+        z32 = z.astype(np.float32)
+        w = z32[a]
+        w -= z32[b]
         w *= inv[:, None]
         yield w
         done += k
@@ -377,6 +384,7 @@ def resolve_pairs(
     method: Method = "simultaneous",
     stepdown: bool = True,
     n_draws: int = 2000,
+    df: float | None = None,
 ) -> PairResolution:
     """The max-|t| tests of every ordered pair from t-statistics and the covariance of the means.
 
@@ -397,6 +405,8 @@ def resolve_pairs(
     rng : numpy.random.Generator
     alpha, method, stepdown, n_draws
         As in :func:`rank_sets`.
+    df : float, optional
+        Draw from the multivariate t with ``df`` degrees of freedom instead of the normal.
 
     Returns
     -------
@@ -434,7 +444,7 @@ def resolve_pairs(
         seed = int(rng.integers(2**63))  # one stream of draws, replayed when not kept
 
         def make() -> Iterable[NDArray[np.float32]]:
-            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed))
+            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed), df)
 
         draws = _replay(list(make())) if a.size * n_draws <= _CACHE_VALUES else make
         up, down, crit = _stepdown(tm[a, b], draws, alpha, stepdown)
@@ -450,7 +460,7 @@ def resolve_pairs(
     for j in range(m):
         others = np.delete(np.arange(m, dtype=np.int64), j)
         ja = np.full(others.size, j, dtype=np.int64)
-        kept_j = list(_draw_blocks(root, ja, others, n_draws, rng))
+        kept_j = list(_draw_blocks(root, ja, others, n_draws, rng, df))
         up, down, c = _stepdown(tm[j, others], _replay(kept_j), alpha, stepdown)
         above[j, others[up]] = True
         below[j, others[down]] = True
@@ -479,6 +489,7 @@ def rank_sets(
     method: Method = "simultaneous",
     stepdown: bool = True,
     n_draws: int = 2000,
+    small_sample: bool = True,
 ) -> RankSets:
     """Rank confidence sets (csranks' max-|t| with stepdown) and tiers of a paired score matrix.
 
@@ -518,6 +529,10 @@ def rank_sets(
         Step down (default) or a single step.
     n_draws : int
         Parametric draws for the critical values.
+    small_sample : bool
+        With ``cluster`` covariance, draw from the multivariate t with G − 1 degrees of
+        freedom (G clusters) instead of the normal: the variances rest on G cluster sums.
+        Coverage is still below nominal for tied models with few clusters (docs/ranks.md).
 
     Returns
     -------
@@ -539,13 +554,18 @@ def rank_sets(
         raise ValueError(f"`covariance` must be 'iid', 'cluster' or 'strata', got {covariance!r}")
     m = x.shape[1]
     o = _default_order(x) if order is None else _check_order(order, m)
-    a, b, t = _pairwise_t(x, groups, covariance)
+    a, b, t, n_groups = _pairwise_t(x, groups, covariance)
     cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
     tmat = np.zeros((m, m))
     tmat[a, b] = t
     tmat[b, a] = -t
+    # Cluster-robust variances rest on G clusters: multivariate-t draws with G − 1 degrees
+    # of freedom (as multcomp does with residual df); items as the unit: Gaussian.
+    df = float(n_groups - 1) if covariance == "cluster" and small_sample else None
+    if df is not None and df < 1:
+        raise ValueError("a cluster-robust covariance needs at least two clusters")
     res = resolve_pairs(tmat, cov, rng=rng, alpha=alpha, method=method, stepdown=stepdown,
-                        n_draws=n_draws)
+                        n_draws=n_draws, df=df)
     rank = np.empty(m, dtype=np.int64)
     rank[o] = np.arange(1, m + 1)
     return RankSets(
@@ -553,5 +573,5 @@ def rank_sets(
         tier=tiers(o, res.resolved), resolved=res.resolved, t=tmat, method=method,
         stepdown=bool(stepdown), alpha=float(alpha), covariance=covariance, n_draws=n_draws,
         critical_values=res.critical_values,
-        correlation_items=n_complete, exact_correlation=n_complete == x.shape[0],
+        correlation_items=n_complete, exact_correlation=n_complete == x.shape[0], df=df,
     )

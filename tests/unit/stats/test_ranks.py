@@ -183,6 +183,9 @@ def _reference(x: np.ndarray, groups: np.ndarray | None, *, alpha: float, n_draw
         u = np.array([(rows[g == c] - rows.mean(axis=0)).sum(axis=0) for c in np.unique(g)])
         cov = u.T @ u / rows.shape[0] ** 2
     z = rng.multivariate_normal(np.zeros(k), cov, size=n_draws, method="eigh")
+    if groups is not None:  # multivariate t with G − 1 degrees of freedom
+        df = len(np.unique(groups)) - 1
+        z /= np.sqrt(rng.chisquare(df, size=n_draws) / df)[:, None]
     active = dict.fromkeys(t, True)
     rejected = dict.fromkeys(t, False)
     crit = []
@@ -303,6 +306,19 @@ def test_options_are_validated() -> None:
         rank_sets(x, rng=rng, covariance="cluster")
     with pytest.raises(ValueError, match="no item has a score from every model"):
         rank_sets(np.array([[1, np.nan, 0], [np.nan, 1, 1], [0, 1, np.nan]]), rng=rng)
+
+
+def test_few_clusters_draw_from_a_multivariate_t() -> None:
+    rng = np.random.default_rng(8)
+    x, g = _board(rng, ability=(0.4, 0.3, 0.2, 0.1), n_clusters=5)
+    t_draws = rank_sets(x, groups=g, covariance="cluster", rng=np.random.default_rng(1))
+    normal = rank_sets(x, groups=g, covariance="cluster", rng=np.random.default_rng(1),
+                       small_sample=False)
+    assert t_draws.df == 4.0 and normal.df is None
+    # Four clusters' worth of df: a far heavier tail than the normal's.
+    assert t_draws.critical_values[0] > 1.3 * normal.critical_values[0]
+    with pytest.raises(ValueError, match="at least two clusters"):
+        rank_sets(x, groups=np.zeros(x.shape[0]), covariance="cluster", rng=rng)
 
 
 def test_same_seed_same_sets() -> None:
