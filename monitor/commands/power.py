@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
+from monitor.errors import ConfigError
 from monitor.offline.power import plan_power
 
 
@@ -38,5 +39,9 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Required paired size N* (McNemar–Connor), the Cohen's-h shortcut and, with --n, q and MDE."""
-        fig = plan_power(pa, pb, rho, n=n, alpha=alpha, power=power).to_dict()
+        try:
+            plan = plan_power(pa, pb, rho, n=n, alpha=alpha, power=power)
+        except ValueError as exc:  # an impossible plan is an option error: one line, exit 2
+            raise ConfigError(str(exc)) from exc
+        fig = plan.to_dict()
         emit(fig, as_json=as_json, human=_human(fig))

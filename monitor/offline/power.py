@@ -116,7 +116,8 @@ def plan_power(
     >>> plan.n_star, plan.shortcut.n, round(plan.q(), 3)
     (1028, 515, 1.168)
     """
-    s2 = float(pw.sigma_d2(p_a, p_b, rho))  # validates p_a, p_b and rho first
+    pw.check_feasible_rho(p_a, p_b, rho)  # validates p_a, p_b and rho (Fréchet bounds) first
+    s2 = float(pw.sigma_d2(p_a, p_b, rho))
     delta = p_a - p_b
     return PowerPlan(
         p_a=p_a, p_b=p_b, rho=rho, alpha=alpha, power=power, n=n, sigma_d2=s2,

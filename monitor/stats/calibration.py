@@ -48,15 +48,8 @@ def cell_probabilities(p_a: float, p_b: float, rho: float) -> NDArray[np.float64
     """
     pa = float(pw.check_probability("p_a", p_a))
     pb = float(pw.check_probability("p_b", p_b))
-    r = float(pw.check_rho(rho))
+    r = pw.check_feasible_rho(pa, pb, rho)
     s = math.sqrt(pa * (1 - pa) * pb * (1 - pb))
-    lo = (max(0.0, pa + pb - 1.0) - pa * pb) / s
-    hi = (min(pa, pb) - pa * pb) / s
-    if not (lo - 1e-12 <= r <= hi + 1e-12):
-        raise ValueError(
-            f"`rho` = {r} is infeasible for p_a = {pa}, p_b = {pb}: "
-            f"with these margins the phi correlation must lie in [{lo:.4f}, {hi:.4f}]"
-        )
     p11 = pa * pb + r * s
     cells = np.array([p11, pa - p11, pb - p11, 1.0 - pa - pb + p11])
     cells = np.clip(cells, 0.0, 1.0)  # rounding at a Fréchet bound

@@ -65,6 +65,42 @@ def check_rho(rho: ArrayLike) -> FloatArray:
     return arr
 
 
+def rho_bounds(p_a: float, p_b: float) -> tuple[float, float]:
+    """Feasible range of the phi correlation of two 0/1 scores with accuracies p_A and p_B.
+
+    The Fréchet bounds max(0, p_A + p_B − 1) ≤ p11 ≤ min(p_A, p_B) on the joint cell, mapped
+    to ρ = (p11 − p_A p_B) / √(p_A q_A p_B q_B). ρ = 1 needs p_A = p_B, ρ = −1 needs
+    p_A + p_B = 1.
+
+    Examples
+    --------
+    >>> [round(r, 3) for r in rho_bounds(0.65, 0.60)]
+    [-0.599, 0.899]
+    """
+    pa = float(check_probability("p_a", p_a))
+    pb = float(check_probability("p_b", p_b))
+    s = float(np.sqrt(pa * (1 - pa) * pb * (1 - pb)))
+    return (max(0.0, pa + pb - 1.0) - pa * pb) / s, (min(pa, pb) - pa * pb) / s
+
+
+def check_feasible_rho(p_a: float, p_b: float, rho: float) -> float:
+    """Validate ρ against :func:`rho_bounds`; ``ValueError`` naming the range otherwise.
+
+    Examples
+    --------
+    >>> check_feasible_rho(0.65, 0.60, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rho` must lie in [-0.599, 0.899] for p_A = 0.65, p_B = 0.6, got 1.0
+    """
+    r = float(check_rho(rho))
+    lo, hi = rho_bounds(p_a, p_b)
+    if not (lo - 1e-12 <= r <= hi + 1e-12):
+        raise ValueError(f"`rho` must lie in [{lo:.3f}, {hi:.3f}] for p_A = {float(p_a):g}, "
+                         f"p_B = {float(p_b):g}, got {r}")
+    return r
+
+
 def sigma_d2(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> Any:
     """Variance of the paired difference D = x_A − x_B for 0/1 scores.
 

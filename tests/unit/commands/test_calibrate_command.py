@@ -51,7 +51,8 @@ def test_resample_real_table(capsys: pytest.CaptureFixture[str], shared_data: Pa
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--pa", "0.9", "--pb", "0.2", "--rho", "0.8"), "`rho` = 0.8 is infeasible"),
+        (("--pa", "0.9", "--pb", "0.2", "--rho", "0.8"),
+         "`rho` must lie in [-0.667, 0.167] for p_A = 0.9, p_B = 0.2, got 0.8"),
         (("--pa", "0.6", "--pb", "0.6", "--rho", "0.2"), "N* is infinite"),
         (("--pa", "0.6"), "needs --pa, --pb and --rho"),
         (("--pa", "0.6", "--pb", "0.5", "--rho", "0.2", "--reps", "0"), "`reps`"),

@@ -51,6 +51,15 @@ def test_rho_outside_range_is_a_clean_error(capsys: pytest.CaptureFixture[str], 
     assert "`rho` must lie in [-1, 1]" in err
 
 
+@pytest.mark.parametrize("rho", ["1.0", "-0.9"])
+def test_infeasible_rho_names_the_frechet_range(capsys: pytest.CaptureFixture[str],
+                                                rho: str) -> None:
+    rc, out, err = _run(capsys, "--pa", "0.65", "--pb", "0.60", "--rho", rho)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == ("llm-monitor: error: `rho` must lie in [-0.599, 0.899] for "
+                           f"p_A = 0.65, p_B = 0.6, got {float(rho)}")
+
+
 def test_zero_gap_reports_infinite_size(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "--pa", "0.6", "--pb", "0.6", "--rho", "0.3", "--n", "500", "--json")
     fig = json.loads(out)

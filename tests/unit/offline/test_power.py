@@ -11,6 +11,7 @@ from scipy.stats import norm
 from monitor.cli import main
 from monitor.contracts import jsonable
 from monitor.offline.power import plan_power
+from monitor.stats import power as pw
 
 
 def _closed_form(pa: float, pb: float, rho: float, *, alpha: float = 0.05,
@@ -64,6 +65,26 @@ def test_zero_gap() -> None:
 def test_invalid_plan_is_a_value_error() -> None:
     with pytest.raises(ValueError, match=r"`rho` must lie in \[-1, 1\], got 1.3"):
         plan_power(0.65, 0.60, 1.3)
+
+
+@pytest.mark.parametrize("rho", [1.0, -0.9, 0.9])
+def test_rho_outside_the_frechet_bounds_is_rejected(rho: float) -> None:
+    # p_A = 0.65, p_B = 0.60: p11 ∈ [0.25, 0.60] (Fréchet), so
+    # ρ ∈ [(0.25 − 0.39)/0.23367, (0.60 − 0.39)/0.23367] = [−0.5991, 0.8987].
+    with pytest.raises(ValueError, match=r"`rho` must lie in \[-0.599, 0.899\] for "
+                                         r"p_A = 0.65, p_B = 0.6, got "):
+        plan_power(0.65, 0.60, rho)
+
+
+def test_frechet_bounds_are_the_attainable_extremes() -> None:
+    # At each bound one joint cell is 0 and the plan is accepted. Upper: p01 = 0, D = +1 with
+    # probability 0.05, σ_D² = 0.05 · 0.95. Lower: p00 = 0, D = +1 w.p. 0.40 and −1 w.p. 0.35,
+    # σ_D² = 0.75 − 0.05².
+    lo, hi = pw.rho_bounds(0.65, 0.60)
+    assert lo == pytest.approx(-0.14 / math.sqrt(0.65 * 0.35 * 0.6 * 0.4), rel=1e-12)
+    assert plan_power(0.65, 0.60, hi).sigma_d2 == pytest.approx(0.05 * 0.95, rel=1e-9)
+    assert plan_power(0.65, 0.60, lo).sigma_d2 == pytest.approx(0.75 - 0.05**2, rel=1e-9)
+    assert pw.rho_bounds(0.5, 0.5) == pytest.approx((-1.0, 1.0))
 
 
 @pytest.mark.parametrize("n", [None, 1200])
