@@ -15,7 +15,13 @@ from rich.text import Text
 from monitor.commands._output import emit
 from monitor.errors import ConfigError
 from monitor.io.tables import read_table
-from monitor.offline.report import FAMILIES, build_report, select_models
+from monitor.offline.report import (
+    DEFAULT_RANK_SEED,
+    FAMILIES,
+    RANK_SET_METHODS,
+    build_report,
+    select_models,
+)
 from monitor.stats.multiplicity import METHODS
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.
@@ -33,6 +39,11 @@ HELP = "\n\n".join([
     "the cluster-robust design effect DE. RESOLVED_STRATA (--strata-col, groups are fixed "
     "strata): the same with the stratified variance (DE ≤ 1).",
     "SIGNIFICANT: family-adjusted p < α (exact McNemar on 0/1 scores, paired t otherwise).",
+    "RANKS [low, high]: each model's rank confidence set, simultaneous at 1 − α over all models "
+    "(--rank-sets marginal: each set at 1 − α on its own), from the max-|t| stepdown over all "
+    "pairs on the paired covariance of the means (cluster-robust with --cluster-col). TIER: "
+    "consecutive groups of the ranking; every model of a tier is resolved above every model "
+    "of the tiers below. See docs/ranks.md.",
 ])
 
 
@@ -90,28 +101,55 @@ def _verdict(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> Text:
 
 
 def _pair_cells(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> list[Any]:
-    cells: list[Any] = [] if narrow else [_fmt_n(pair["n"])]
-    cells.append(_fmt(pair["delta"], "+.3f"))
-    if not narrow:
-        cells.append(_fmt(pair["rho"], ".2f"))
-    cells += [_fmt_n(pair["n_star"], short=narrow), _fmt(pair["q"], ".2f")]
+    # Wide: δ, N*, q, DE, the grouped q, p_adj, verdict; narrow (< 110 columns): q, the grouped
+    # q and the verdict. n and ρ are in --json.
+    cells: list[Any] = [] if narrow else [_fmt(pair["delta"], "+.3f"), _fmt_n(pair["n_star"])]
+    cells.append(_fmt(pair["q"], ".2f"))
     if kind is not None:
         de = pair["design_effect"]
-        cells += [_fmt(de, ".1f" if de is not None and de >= 10 else ".2f"),
-                  _fmt(pair[f"q_{kind}"], ".2f")]
-    sig = "*" if pair["significant"] else " "
-    cells += [_fmt(pair["p_adjusted"], ".0e" if narrow else ".1e") + sig, _verdict(pair, kind, narrow=narrow)]
+        if not narrow:
+            cells.append(_fmt(de, ".1f" if de is not None and de >= 10 else ".2f"))
+        cells.append(_fmt(pair[f"q_{kind}"], ".2f"))
+    if not narrow:
+        cells.append(_fmt(pair["p_adjusted"], ".1e") + ("*" if pair["significant"] else " "))
+    cells.append(_verdict(pair, kind, narrow=narrow))
     return cells
 
 
 def _pair_columns(table: Table, kind: str | None, *, narrow: bool) -> None:
-    for name in ("δ", "N*", "q") if narrow else ("n", "δ", "ρ", "N*", "q"):
+    for name in ("q",) if narrow else ("δ", "N*", "q"):
         table.add_column(name, justify="right", no_wrap=True)
     if kind is not None:
-        table.add_column("DE", justify="right", no_wrap=True)
+        if not narrow:
+            table.add_column("DE", justify="right", no_wrap=True)
         table.add_column("q_cl" if kind == "cluster" else "q_st", justify="right", no_wrap=True)
-    table.add_column("p_adj", justify="right", no_wrap=True)
+    if not narrow:
+        table.add_column("p_adj", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
+
+
+def _rank_cells(entry: dict[str, Any]) -> list[str]:
+    if entry.get("rank_low") is None:
+        return ["–", "–"]
+    return [f"[{entry['rank_low']}, {entry['rank_high']}]", str(entry["tier"])]
+
+
+def _rank_columns(table: Table) -> None:
+    table.add_column("ranks", justify="center", no_wrap=True)
+    table.add_column("tier", justify="right", no_wrap=True)
+
+
+def _rank_sets_line(rep: dict[str, Any]) -> str | None:
+    info = rep.get("rank_sets")
+    if info is None:
+        return None
+    if "unavailable" in info:
+        return f"rank sets: not computed ({info['unavailable']})"
+    how = "simultaneous" if info["method"] == "simultaneous" else "marginal (each on its own)"
+    top = "the leader is resolved above all" if info["top_resolved"] else "no sole leader"
+    return (f"rank sets: {how} {info['coverage']:.0%}, {info['procedure']}, "
+            f"{info['covariance']} covariance, {info['draws']:,} draws (seed {info['seed']}): "
+            f"{info['tiers']} tiers, {top}")
 
 
 def _human(rep: dict[str, Any]) -> Any:
@@ -123,7 +161,7 @@ def _human(rep: dict[str, Any]) -> Any:
             console.print(line, highlight=False)
         groups = rep["groups"]
         kind = groups["kind"] if groups else None
-        # Below ~110 columns the model names would be squeezed out: drop n and ρ (kept in --json).
+        # Below ~110 columns the model names would be squeezed out: drop δ, N*, DE and p_adj.
         narrow = console.width < 110
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         if rep["family"] == "adjacent":
@@ -131,10 +169,13 @@ def _human(rep: dict[str, Any]) -> Any:
             table.add_column("#", justify="right", no_wrap=True)
             table.add_column("model", overflow="fold", ratio=1, min_width=12)
             table.add_column("mean", justify="right", no_wrap=True)
+            _rank_columns(table)
             _pair_columns(table, kind, narrow=narrow)
             pairs = rep["pairs"]
             for k, entry in enumerate(rep["ranking"]):
-                head = [str(entry["rank"]), entry["model"], f"{entry['mean']:.3f}" if narrow else f"{entry['mean']:.4f}"]
+                head = [str(entry["rank"]), entry["model"],
+                        f"{entry['mean']:.3f}" if narrow else f"{entry['mean']:.4f}",
+                        *_rank_cells(entry)]
                 tail = _pair_cells(pairs[k], kind, narrow=narrow) if k < len(pairs) else []
                 table.add_row(*head, *tail)
             table.caption = "pair figures compare each model with the next one down"
@@ -151,6 +192,16 @@ def _human(rep: dict[str, Any]) -> Any:
                 f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
                 "fixed-N only: q ≥ 1 alone")
         console.print(table)
+        if rep["family"] != "adjacent" and rep.get("rank_sets") is not None:
+            ranks = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+            for name in ("#", "model", "mean"):
+                ranks.add_column(name, justify="left" if name == "model" else "right",
+                                 overflow="fold", no_wrap=name != "model")
+            _rank_columns(ranks)
+            for entry in rep["ranking"]:
+                ranks.add_row(str(entry["rank"]), entry["model"], f"{entry['mean']:.4f}",
+                              *_rank_cells(entry))
+            console.print(ranks)
         v = rep["verdicts"]
         parts = [f"{v['resolved']} resolved (q ≥ 1)"]
         if kind is not None:
@@ -160,6 +211,9 @@ def _human(rep: dict[str, Any]) -> Any:
         adj = "unadjusted" if rep["correction"] == "none" else rep["correction"]
         parts.append(f"{v['significant']} significant (*: {adj} p < {rep['alpha']:g})")
         console.print(f"verdicts ({v['pairs']} pairs): " + " · ".join(parts), highlight=False)
+        note = _rank_sets_line(rep)
+        if note is not None:
+            console.print(note, highlight=False)
 
     return render
 
@@ -206,11 +260,20 @@ def register(app: typer.Typer) -> None:
         order: Annotated[str, typer.Option(
             help="--anytime replay order: file (first appearance) or shuffle")] = "file",
         seed: Annotated[int | None, typer.Option(help="--anytime shuffle seed")] = None,
+        rank_sets: Annotated[str, typer.Option(
+            "--rank-sets", help="rank confidence sets: simultaneous (all models jointly at "
+            "1 − α) or marginal (each model's set on its own)")] = "simultaneous",
+        rank_seed: Annotated[int, typer.Option(
+            "--rank-seed", help="seed of the rank sets' parametric draws (fixed by default: "
+            "the same table gives the same sets)")] = DEFAULT_RANK_SEED,
     ) -> None:
         if cluster_col is not None and strata_col is not None:
             raise ConfigError("give either --cluster-col or --strata-col, not both")
         if family not in FAMILIES:
             raise ConfigError(f"--family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        if rank_sets not in RANK_SET_METHODS:
+            raise ConfigError(f"--rank-sets must be one of {', '.join(RANK_SET_METHODS)}, got "
+                              f"{rank_sets!r}")
         if correction not in METHODS:
             raise ConfigError(
                 f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
@@ -220,7 +283,8 @@ def register(app: typer.Typer) -> None:
         if complete_only or top is not None:
             table = select_models(table, complete_only=complete_only, top=top)
         report = build_report(table, family=family, correction=correction, alpha=alpha,
-                              power=power, selection={"complete_only": complete_only, "top": top})
+                              power=power, selection={"complete_only": complete_only, "top": top},
+                              rank_method=rank_sets, rank_seed=rank_seed)
         if anytime:
             from monitor.offline.replay import with_anytime
 

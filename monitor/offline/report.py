@@ -13,13 +13,17 @@ Definitions (also in ``llm-monitor report --help`` and docs/mmlu-pro-top10.md):
   (groups sampled); **resolved_strata** — the same with the stratified DE (groups fixed).
 * **significant** — the family-adjusted p-value (exact McNemar on 0/1 data, paired t
   otherwise) is below α. A testing verdict on the observed gap.
+* **rank sets, tiers** — every model's rank confidence set [rank_low, rank_high], simultaneous
+  at 1 − α over all models (or marginal), from the max-|t| stepdown over all pairs on the
+  paired covariance of the means (:mod:`monitor.stats.ranks`, docs/ranks.md); tiers are the
+  consecutive groups of the ranking that no resolution separates.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,11 +34,18 @@ from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board
 from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures
+from monitor.stats.ranks import METHODS as RANK_METHODS
+from monitor.stats.ranks import Covariance, Method, RankSets, rank_sets
 
 FloatArray = NDArray[np.float64]
 
 Family = Literal["adjacent", "all"]
 FAMILIES: tuple[str, ...] = ("adjacent", "all")
+RANK_SET_METHODS: tuple[str, ...] = RANK_METHODS
+# A fixed default seed: the same table gives the same rank sets on every run.
+DEFAULT_RANK_SEED = 20240601
+DEFAULT_RANK_DRAWS = 2000
+_COVARIANCE_NAMES = {"iid": "iid", "cluster": "cluster-robust", "strata": "stratified"}
 
 
 def ranking_order(table: ScoreTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,12 +110,16 @@ def _ceil(x: float) -> float | int:
 
 @dataclass(frozen=True)
 class RankEntry:
-    """One model of the ranking: 1-based rank, mean over its own items, and their count."""
+    """One model of the ranking: 1-based rank, mean over its own items, and their count;
+    its rank confidence set [rank_low, rank_high] and 1-based tier (None without rank sets)."""
 
     rank: int
     model: str
     mean: float
     n: int
+    rank_low: int | None = None
+    rank_high: int | None = None
+    tier: int | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +192,9 @@ class ResolutionReport:
     p_adjusted: FloatArray
     selection: dict[str, Any] | None = None
     anytime: AnytimeReplay | None = None
+    ranks: RankSets | None = None
+    rank_seed: int | None = None
+    rank_sets_unavailable: str | None = None
 
     @property
     def binary(self) -> bool:
@@ -241,9 +259,30 @@ class ResolutionReport:
         }
         if self.selection is not None:
             out["selection"] = dict(self.selection)
+        if self.ranks is not None or self.rank_sets_unavailable is not None:
+            out["rank_sets"] = self.rank_sets_summary()
         if self.anytime is not None:
             out["anytime"] = self.anytime.summary(self.binary)
         return out
+
+    def rank_sets_summary(self) -> dict[str, Any] | None:
+        """The top-level ``rank_sets`` object of the JSON: how the sets were computed."""
+        r = self.ranks
+        if r is None:
+            return (None if self.rank_sets_unavailable is None
+                    else {"unavailable": self.rank_sets_unavailable})
+        return {
+            "method": r.method,
+            "procedure": "max-|t| stepdown" if r.stepdown else "max-|t| single step",
+            "alpha": r.alpha, "coverage": 1.0 - r.alpha,
+            "covariance": _COVARIANCE_NAMES[r.covariance],
+            "draws": r.n_draws, "seed": self.rank_seed,
+            "draw_distribution": "normal" if r.df is None else f"multivariate t, df = {r.df:g}",
+            "critical_values": list(r.critical_values),
+            "correlation_items": r.correlation_items,
+            "exact_correlation": r.exact_correlation,
+            "tiers": r.n_tiers, "top_resolved": r.top_resolved,
+        }
 
 
 def build_report(
@@ -254,8 +293,20 @@ def build_report(
     alpha: float = 0.05,
     power: float = 0.8,
     selection: dict[str, Any] | None = None,
+    rank_method: str | None = "simultaneous",
+    rank_seed: int = DEFAULT_RANK_SEED,
+    rank_draws: int = DEFAULT_RANK_DRAWS,
 ) -> ResolutionReport:
-    """The resolution report of one table (see the module docstring for the definitions)."""
+    """The resolution report of one table (see the module docstring for the definitions).
+
+    ``rank_method`` (``simultaneous``, ``marginal`` or None for none) chooses the rank sets,
+    computed at level 1 − ``alpha`` over all models with ``rank_draws`` parametric draws from
+    ``numpy.random.default_rng(rank_seed)``; the covariance follows the table's groups
+    (clusters: cluster-robust, strata: stratified, none: iid).
+    """
+    if rank_method is not None and rank_method not in RANK_SET_METHODS:
+        raise ValueError(f"`rank_method` must be one of {', '.join(RANK_SET_METHODS)}, got "
+                         f"{rank_method!r}")
     correction = multiplicity.check_method(correction)
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
@@ -271,13 +322,34 @@ def build_report(
                 group_kind=table.group_kind or "cluster", alpha=alpha_pair, power=power)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
+    ranks = None
+    missing: str | None = None
+    if rank_method is not None:
+        kind: Covariance = "iid" if table.groups is None else (table.group_kind or "cluster")
+        try:
+            ranks = rank_sets(table.scores, groups=table.groups, covariance=kind, order=order,
+                              alpha=alpha, method=cast(Method, rank_method),
+                              n_draws=rank_draws, rng=np.random.default_rng(rank_seed))
+        except ValueError as exc:
+            # Rank sets need every pair (and items every model has); a report of the family
+            # stays useful without them, so say why they are missing instead of failing.
+            missing = f"{exc}; try --complete-only"
+
+    def entry(j: int) -> RankEntry:
+        sets: dict[str, Any] = {}
+        if ranks is not None:
+            sets = {"rank_low": int(ranks.rank_low[j]), "rank_high": int(ranks.rank_high[j]),
+                    "tier": int(ranks.tier[j])}
+        return RankEntry(rank=int(rank[j]), model=table.models[j], mean=float(means[j]),
+                         n=int(counts[j]), **sets)
+
     return ResolutionReport(
         source=table.source, benchmark=table.benchmark, n_items=len(table.item_ids),
         models=tuple(table.models), family=family, correction=correction, alpha=alpha,
         alpha_per_pair=alpha_pair, power=power, group_column=table.group_col,
-        ranking=tuple(RankEntry(rank=int(rank[j]), model=table.models[j],
-                                mean=float(means[j]), n=int(counts[j])) for j in order),
+        ranking=tuple(entry(int(j)) for j in order),
         rank=tuple(int(r) for r in rank), figures=res,
         p_adjusted=multiplicity.adjust_pvalues(res.p_value, method=correction),
-        selection=selection,
+        selection=selection, ranks=ranks, rank_seed=None if ranks is None else rank_seed,
+        rank_sets_unavailable=missing,
     )

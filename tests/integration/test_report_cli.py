@@ -69,7 +69,9 @@ def test_human_table_has_one_layout_per_family(
     assert ("model" in cols) == (family == "adjacent"), header
     assert cols.count("q") == 1, header
     rows = [line for line in res.stdout.splitlines() if re.match(r"\s*\d+\.?\s", line)]
-    assert len(rows) == (5 if family == "adjacent" else 10), res.stdout
+    # All pairs: 10 pair rows, then the ranking with its rank sets (5 rows) in its own table.
+    assert len(rows) == (5 if family == "adjacent" else 10 + 5), res.stdout
+    assert sum(bool(re.search(r"\[\d+, \d+\]", line)) for line in rows) == 5, res.stdout
 
 
 def test_long_and_gsm8k_tables_through_the_cli(
@@ -138,3 +140,29 @@ def test_mmlu_top10_figures_quoted_in_docs(shared_data: Path,
     assert (v["pairs"], v["resolved"], v["resolved_cluster"], v["significant"]) == (9, 6, 2, 6)
     des = [p["design_effect"] for p in rep["pairs"]]
     assert 4.4 < min(des) < 4.6 and 40 < max(des) < 40.5
+
+
+def test_mmlu_rank_sets_and_tiers(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 9's acceptance: every model of the real table has rank_low ≤ rank ≤ rank_high and
+    # a tier; tiers run 1, 2, … down the ranking. Default seed: two runs print the same sets.
+    args = ["report", str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude",
+            "src", "--cluster-col", "category", "--json"]
+    assert main(args) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert len(rep["ranking"]) == 32
+    for e in rep["ranking"]:
+        assert 1 <= e["rank_low"] <= e["rank"] <= e["rank_high"] <= 32, e
+        assert isinstance(e["tier"], int) and e["tier"] >= 1
+    tiers = [e["tier"] for e in rep["ranking"]]
+    assert tiers == sorted(tiers) and tiers[0] == 1
+    info = rep["rank_sets"]
+    assert info["method"] == "simultaneous" and info["covariance"] == "cluster-robust"
+    assert info["alpha"] == 0.05 and info["draws"] == 2000 and info["tiers"] == tiers[-1]
+    assert info["exact_correlation"] is False  # some models lack items
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["ranking"] == rep["ranking"]
+    assert main([*args, "--rank-sets", "marginal", "--rank-seed", "7"]) == 0
+    marg = json.loads(capsys.readouterr().out)
+    assert marg["rank_sets"]["method"] == "marginal" and marg["rank_sets"]["seed"] == 7
+    assert main([*args, "--rank-sets", "bootstrap"]) == 2
+    assert "--rank-sets must be one of simultaneous, marginal" in capsys.readouterr().err
