@@ -293,13 +293,15 @@ def build_report(
     alpha: float = 0.05,
     power: float = 0.8,
     selection: dict[str, Any] | None = None,
-    rank_method: str | None = "simultaneous",
+    rank_method: str | None = None,
     rank_seed: int = DEFAULT_RANK_SEED,
     rank_draws: int = DEFAULT_RANK_DRAWS,
 ) -> ResolutionReport:
     """The resolution report of one table (see the module docstring for the definitions).
 
-    ``rank_method`` (``simultaneous``, ``marginal`` or None for none) chooses the rank sets,
+    ``rank_method`` (``simultaneous``, ``marginal``; default None: none, so that the pair
+    figures alone stay as fast as before — ``llm-monitor report`` asks for ``simultaneous``)
+    chooses the rank sets,
     computed at level 1 − ``alpha`` over all models with ``rank_draws`` parametric draws from
     ``numpy.random.default_rng(rank_seed)``; the covariance follows the table's groups
     (clusters: cluster-robust, strata: stratified, none: iid).

@@ -128,7 +128,7 @@ def test_bad_options() -> None:
 
 def test_ranking_entries_carry_rank_sets_and_tiers() -> None:
     x = _board(seed=3)
-    rep = build_report(_table(x)).as_dict()
+    rep = build_report(_table(x), rank_method="simultaneous").as_dict()
     ranks = rep["rank_sets"]
     assert ranks["method"] == "simultaneous" and ranks["procedure"] == "max-|t| stepdown"
     assert ranks["covariance"] == "iid" and ranks["draws"] == 2000 and ranks["seed"] == 20240601
@@ -137,23 +137,26 @@ def test_ranking_entries_carry_rank_sets_and_tiers() -> None:
     for e in rep["ranking"]:
         assert e["rank_low"] <= e["rank"] <= e["rank_high"]
     # Same table, same default seed: same sets; the stats function on the same order agrees.
-    again = build_report(_table(x)).as_dict()
+    again = build_report(_table(x), rank_method="simultaneous").as_dict()
     assert [e["rank_high"] for e in again["ranking"]] == [e["rank_high"] for e in rep["ranking"]]
 
 
 def test_rank_sets_follow_the_groups_and_the_method() -> None:
     x = _board(seed=4)
     groups = np.repeat(np.arange(30), 100)
-    cl = build_report(_table(x, groups=groups, kind="cluster")).as_dict()["rank_sets"]
-    st = build_report(_table(x, groups=groups, kind="strata")).as_dict()["rank_sets"]
-    assert cl["covariance"] == "cluster-robust" and cl["draw_distribution"] == "multivariate t, df = 29"
-    assert st["covariance"] == "stratified" and st["draw_distribution"] == "normal"
+    sim_m = "simultaneous"
+    cl = build_report(_table(x, groups=groups, kind="cluster"), rank_method=sim_m).as_dict()
+    st = build_report(_table(x, groups=groups, kind="strata"), rank_method=sim_m).as_dict()
+    assert cl["rank_sets"]["covariance"] == "cluster-robust"
+    assert cl["rank_sets"]["draw_distribution"] == "multivariate t, df = 29"
+    assert st["rank_sets"]["covariance"] == "stratified"
+    assert st["rank_sets"]["draw_distribution"] == "normal"
     marg = build_report(_table(x), rank_method="marginal").as_dict()
-    sim = build_report(_table(x)).as_dict()
+    sim = build_report(_table(x), rank_method=sim_m).as_dict()
     assert marg["rank_sets"]["method"] == "marginal"
     for m, s in zip(marg["ranking"], sim["ranking"], strict=True):
         assert s["rank_low"] <= m["rank_low"] and m["rank_high"] <= s["rank_high"]
-    none = build_report(_table(x), rank_method=None).as_dict()
+    none = build_report(_table(x)).as_dict()  # the library default: pair figures only
     assert "rank_sets" not in none and none["ranking"][0]["rank_low"] is None
     with pytest.raises(ValueError, match="`rank_method`"):
         build_report(_table(x), rank_method="bootstrap")
@@ -162,7 +165,7 @@ def test_rank_sets_follow_the_groups_and_the_method() -> None:
 def test_rank_sets_say_why_they_are_missing() -> None:
     # m0 and m1 share no item: the adjacent family is fine, the rank sets (all pairs) are not.
     x2 = np.array([[1.0, np.nan, 1.0], [np.nan, 0.0, 0.0], [1.0, np.nan, 1.0]])
-    rep = build_report(_table(x2)).as_dict()
+    rep = build_report(_table(x2), rank_method="simultaneous").as_dict()
     assert "share no item" in rep["rank_sets"]["unavailable"]
     assert all(e["rank_low"] is None and e["tier"] is None for e in rep["ranking"])
 
@@ -177,7 +180,7 @@ def test_human_table_keeps_names_and_rank_sets_at_80_columns() -> None:
     t = ScoreTable(source=t.source, benchmark=t.benchmark, item_ids=t.item_ids,
                    models=tuple(f"Meta-Llama-3_1-70B-Instruct-{j}" for j in range(5)),
                    scores=x, groups=None, group_kind=None, group_col=None)
-    rep = build_report(t).as_dict()
+    rep = build_report(t, rank_method="simultaneous").as_dict()
     console = Console(width=80, force_terminal=True, color_system=None, record=True)
     _human(rep)(console)
     out = console.export_text()
