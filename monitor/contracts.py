@@ -160,6 +160,16 @@ class ResolutionChange(_Event):
     q_cluster: WireFloat = Field(description="q with the cluster-robust design effect")
     q_anytime: WireFloat = Field(description="N / N*_AV, the anytime-valid resolution ratio")
     mde: WireFloat = Field(description="minimum detectable effect at n (family-corrected)")
+    decided_n: int | None = Field(
+        default=None, ge=0,
+        description="paired items when the pair was decided (its first crossing); null while "
+                    "unresolved")
+    decided_e_value: WireFloat = Field(
+        default=None, description="E_n at the decision (at least the pair's threshold)")
+    e_threshold: WireFloat = Field(
+        default=None, description="1/γ: the pair's threshold, from its fixed share γ of α")
+    decided_ts: datetime | None = Field(
+        default=None, strict=False, description="when the decision was taken")
     ts: datetime = Field(strict=False)
     schema_version: Literal[1] = 1
 

@@ -266,6 +266,13 @@ def register(app: typer.Typer) -> None:
         rank_seed: Annotated[int, typer.Option(
             "--rank-seed", help="seed of the rank sets' parametric draws (fixed by default: "
             "the same table gives the same sets)")] = DEFAULT_RANK_SEED,
+        planned_models: Annotated[int, typer.Option(
+            "--planned-models", help="--anytime: the board size each pair's fixed share of α "
+            "is planned for (as the live monitor's --planned-models)")] = 32,
+        anytime_rule: Annotated[str, typer.Option(
+            "--anytime-rule", help="--anytime: board (each pair a fixed share of α, the live "
+            "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]
+            = "board",
     ) -> None:
         if cluster_col is not None and strata_col is not None:
             raise ConfigError("give either --cluster-col or --strata-col, not both")
@@ -288,7 +295,12 @@ def register(app: typer.Typer) -> None:
         if anytime:
             from monitor.offline.replay import with_anytime
 
-            rep = with_anytime(report, table, order=order, seed=seed).as_dict()
+            if anytime_rule not in ("board", "family"):
+                raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
+            if planned_models < 2:
+                raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
+            rep = with_anytime(report, table, order=order, seed=seed,
+                               planned_models=planned_models, rule=anytime_rule).as_dict()
             fixed = _human(rep)
 
             def human(console: Console) -> None:
@@ -306,19 +318,22 @@ def register(app: typer.Typer) -> None:
 def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
     """The anytime columns as a second table under the fixed-N report."""
     info = rep["anytime"]
+    rule = (f"each pair at its fixed share of α = {info['alpha']:g} (planned for "
+            f"{info['planned_models']} models)" if info["rule"] == "board"
+            else f"e-Bonferroni over these {len(rep['pairs'])} pairs")
     table = Table(
-        title=(f"anytime-valid verdicts · order: {info['order']} · resolved when E ≥ "
-               f"{info['e_threshold']:.4g} (e-Bonferroni) · "
-               f"{info['resolved_anytime']}/{len(rep['pairs'])} resolved")
+        title=(f"anytime-valid verdicts · order: {info['order']} · {rule} · decided at the "
+               f"first crossing · {info['resolved_anytime']}/{len(rep['pairs'])} resolved")
     )
     table.add_column("pair", overflow="fold", ratio=1, min_width=20)
-    for col in ("n", "E", "CS for δ", "N*_AV", "q_AV", "first resolved at"):
+    for col in ("n", "E", "1/γ", "CS for δ", "N*_AV", "q_AV", "decided at"):
         table.add_column(col, justify="right", no_wrap=True)
     for p in rep["pairs"]:
         table.add_row(
             f"{p['model_a']} > {p['model_b']}",
             str(p["n"]),
             f"{p['e_value']:.3g}",
+            f"{p['e_threshold']:.3g}",
             f"[{p['cs_low']:+.3f}, {p['cs_high']:+.3f}]",
             str(p["n_star_anytime"]),
             f"{p['q_anytime']:.2f}",

@@ -157,6 +157,9 @@ ConfigOpt = Annotated[Path | None, typer.Option(
     "options and LLM_MONITOR_* variables override it")]
 AlphaOpt = Annotated[float | None, typer.Option(help="family-wise level α of the verdicts (default: 0.05)")]
 PowerOpt = Annotated[float | None, typer.Option(help="target power for N* (default: 0.8)")]
+PlannedOpt = Annotated[int | None, typer.Option(
+    "--planned-models", help="board size each pair's fixed share of α is planned for: the first "
+    "M(M−1)/2 pairs share α/2, later blocks less (default: 32)")]
 FamilyOpt = Annotated[str | None, typer.Option(help="pairs read together: adjacent or all (default: adjacent)")]
 CorrectionOpt = Annotated[str | None, typer.Option(
     help="multiplicity correction of the fixed-N figures: none, bonferroni, holm, bh (default: bonferroni)")]
@@ -175,9 +178,11 @@ EvalIntervalOpt = Annotated[float | None, typer.Option(
 def core_options(*, alpha: float | None, power: float | None, family: str | None,
                  correction: str | None, per_pair_series: str | None,
                  exclude_flag: list[str] | None, include_leak_suspect: bool | None,
-                 eval_interval: float | None) -> dict[str, Any]:
+                 eval_interval: float | None, planned_models: int | None = None,
+                 ) -> dict[str, Any]:
     """The core options as Settings keywords (None: not given on the command line)."""
-    return {"alpha": alpha, "power": power, "family": family, "correction": correction,
+    return {"alpha": alpha, "power": power, "planned_models": planned_models,
+            "family": family, "correction": correction,
             "per_pair_series": per_pair_series,
             "exclude_flags": tuple(exclude_flag) if exclude_flag else None,
             "include_leak_suspect": include_leak_suspect, "eval_interval": eval_interval}
@@ -202,6 +207,7 @@ def register(app: typer.Typer) -> None:
         cluster_col: Annotated[str | None, typer.Option(help="table column holding the item cluster")] = None,
         alpha: AlphaOpt = None,
         power: PowerOpt = None,
+        planned_models: PlannedOpt = None,
         family: FamilyOpt = None,
         correction: CorrectionOpt = None,
         per_pair_series: PerPairSeriesOpt = None,
@@ -216,7 +222,8 @@ def register(app: typer.Typer) -> None:
         settings = Settings.build(
             config=config, token_file=token_file, db=db, host=host, port=port,
             max_body_bytes=max_body_bytes, sqlite_synchronous=sqlite_synchronous, view=view,
-            **core_options(alpha=alpha, power=power, family=family, correction=correction,
+            **core_options(alpha=alpha, power=power, planned_models=planned_models,
+                           family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
                            eval_interval=eval_interval),

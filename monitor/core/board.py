@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.table import PairTable
+from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
 
@@ -80,6 +82,10 @@ class BenchmarkState:
         self.perturbed_by_cell: dict[tuple[str, str], list[str]] = {}
         self.stability: dict[str, dict[str, list[int]]] = {}
         self.codes: NDArray[np.int8] = np.zeros((8, 8), dtype=np.int8)
+        # Sequential state of each pair (lo, hi), lo < hi in arrival order, at flat index
+        # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
+        self.paths = PairPaths.empty(8 * 8)
+        self.decided_ts: dict[tuple[int, int], datetime] = {}
         self.last_ranking: tuple[tuple[str, ...], bool] = ((), False)
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
@@ -133,6 +139,7 @@ class BenchmarkState:
             codes = np.zeros((cap, cap), dtype=np.int8)
             codes[:c, :c] = self.codes
             self.codes = codes
+            self.paths = _relayout(self.paths, c, cap)
             self.nonbinary = np.concatenate([self.nonbinary,
                                              np.zeros(cap - c, dtype=np.int64)])
         self.model_col[model] = c
@@ -224,3 +231,37 @@ class BenchmarkState:
                     continue  # counted above, against the original now present
                 self.count_stability(model, variant.split(":", 1)[1], float(self.X[r, c]),
                                      self.perturbed[(variant, item_id, model)])
+
+    # -- pair paths ----------------------------------------------------------------------
+    def path_sums(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """n, S and V of every pair (lo, hi) over the non-excluded items, flat as ``paths``."""
+        total = self.grams.sum(axis=0)
+        s = total[SX] - total[SX].T
+        v = total[SX2] + total[SX2].T - 2.0 * total[P]
+        return total[N].ravel(), s.ravel(), v.ravel()
+
+    def grid_paths(self) -> PairPaths:
+        """The path state of every ordered pair (a, b) of the k models, flat at a · k + b.
+
+        (a, b) with a > b reads the state of (b, a) seen from b's side: S at the switch and the
+        decision change sign.
+        """
+        k, cap = self.k, self.X.shape[1]
+        lo, hi = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+        a, b = np.minimum(lo, hi).ravel(), np.maximum(lo, hi).ravel()
+        flip = (lo > hi).ravel()
+        grid = self.paths.take(a * cap + b)
+        sign = np.where(flip, -1, 1)
+        grid.switch_s = grid.switch_s * sign
+        grid.decided = (grid.decided * sign).astype(np.int8)
+        return grid
+
+
+def _relayout(paths: PairPaths, old_cap: int, new_cap: int) -> PairPaths:
+    """``paths`` moved from a (old_cap × old_cap) to a (new_cap × new_cap) flat layout."""
+    out = PairPaths.empty(new_cap * new_cap)
+    for name in paths.__dataclass_fields__:
+        src = getattr(paths, name).reshape(old_cap, old_cap)
+        dst = getattr(out, name).reshape(new_cap, new_cap)
+        dst[:old_cap, :old_cap] = src
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from monitor.contracts import ResolutionChange
@@ -13,12 +14,21 @@ def resolution_change(view: PairView, *, change_id: int, benchmark: str, previou
     """The event for ``view``'s pair whose verdict was ``previous``.
 
     Figures go as they are: the event's number fields follow the wire rule of
-    :func:`monitor.contracts.wire_float` (an e-value beyond float range is ``"inf"``).
+    :func:`monitor.contracts.wire_float` (an e-value beyond float range is ``"inf"``). ``n``,
+    the e-value and the intervals are those at the evaluation that emits the event; the
+    ``decided_*`` fields say where the decision itself was taken.
     """
     f = view.figures
+    decided = bool(f.decided)
     return ResolutionChange(
         change_id=change_id, benchmark=benchmark, model_a=view.model_a, model_b=view.model_b,
         previous=previous, verdict=view.verdict, n=f.n, delta=f.delta, cs_low=f.cs_low,
         cs_high=f.cs_high, e_value=f.e_value, q=f.q, q_cluster=f.q_grouped,
-        q_anytime=f.q_anytime, mde=f.mde, ts=ts,
+        q_anytime=f.q_anytime, mde=f.mde,
+        decided_n=f.decided_n if decided else None,
+        decided_e_value=(math.exp(f.decided_log_e) if f.decided_log_e < 709.0 else math.inf)
+        if decided and f.decided_log_e is not None else None,
+        e_threshold=1.0 / f.e_alpha,
+        decided_ts=None if view.decided_ts is None else datetime.fromisoformat(view.decided_ts),
+        ts=ts,
     )

@@ -17,11 +17,17 @@ class CoreConfig:
     Parameters
     ----------
     alpha
-        Family-wise level (two-sided). The anytime verdict uses e-Bonferroni over the current
-        family: a pair is resolved when E_n ≥ m/α, m the family size.
+        Level (two-sided) of the board's one guarantee: with probability ≥ 1 − α no pair is
+        ever declared resolved while its models are equal or in the wrong direction. Each pair
+        gets a fixed share γ_p of α when it first exists and is resolved, for good, at the
+        first item where its e-process reaches 1/γ_p (:mod:`monitor.stats.sequential`).
     power
         Target power 1 − β for N*, N*_AV and the MDE.
+    planned_models
+        M₀, the board size the shares are planned for: the first M₀(M₀ − 1)/2 pairs share
+        α/2, and each later block of pairs, twice as large as the one before, half as much.
     family
+        The pairs the fixed-N snapshot figures (q, q_cluster, MDE) are corrected for:
         ``"adjacent"`` (m = k − 1 adjacent pairs of the ranking of k models) or ``"all"``
         (m = k(k − 1)/2).
     correction
@@ -36,6 +42,7 @@ class CoreConfig:
 
     alpha: float = 0.05
     power: float = 0.8
+    planned_models: int = 32
     family: Family = "adjacent"
     correction: str = "bonferroni"
     per_pair_series: Family = "adjacent"
@@ -46,6 +53,8 @@ class CoreConfig:
             raise ValueError(f"`alpha` must lie in (0, 1), got {self.alpha}")
         if not (0.0 < self.power < 1.0):
             raise ValueError(f"`power` must lie in (0, 1), got {self.power}")
+        if not (isinstance(self.planned_models, int) and self.planned_models >= 2):
+            raise ValueError(f"`planned_models` must be an integer ≥ 2, got {self.planned_models!r}")
         if self.family not in ("adjacent", "all"):
             raise ValueError(f"`family` must be 'adjacent' or 'all', got {self.family!r}")
         if self.per_pair_series not in ("adjacent", "all"):

@@ -23,9 +23,9 @@ import numpy as np
 from monitor.core.board import SX, SX2, UNCLUSTERED, BenchmarkState, N, P
 from monitor.core.config import CoreConfig
 from monitor.core.table import PairTable
-from monitor.stats.emultiplicity import e_bonferroni
 from monitor.stats.figures import GroupSums, PairSums, pair_figures
 from monitor.stats.multiplicity import family_alpha
+from monitor.stats.sequential import pair_number, pair_share, planned_pairs
 
 
 def family_size(k: int, family: str) -> int:
@@ -49,8 +49,15 @@ def pair_sums(state: BenchmarkState) -> PairSums:
         n=total[N].ravel(), sa=sx.ravel(), sb=sx.T.ravel(), saa=sx2.ravel(),
         sbb=sx2.T.ravel(), sab=total[P].ravel(),
         binary=(binary_col[:, None] & binary_col[None, :]).ravel(),
-        groups=_cluster_sums(grams),
+        groups=_cluster_sums(grams), paths=state.grid_paths(),
     )
+
+
+def pair_levels(k: int, config: CoreConfig) -> np.ndarray:
+    """Each ordered pair's share γ_p of α (flat a · k + b; models numbered by arrival)."""
+    a, b = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    number = pair_number(np.minimum(a, b), np.maximum(a, b)).ravel()
+    return pair_share(number, alpha=config.alpha, planned=planned_pairs(config.planned_models))
 
 
 def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
@@ -64,22 +71,20 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     active = [i for i in range(k) if counts[i] > 0]
     order = tuple(sorted(active, key=lambda i: (-means[i], models[i])))
 
+    # Fixed-N snapshot figures are corrected for the family read now; the anytime verdicts
+    # are the path decisions, each at the pair's own fixed share of α.
     m = family_size(len(order), config.family)
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
-    e_alpha = config.alpha / m
-    fig = pair_figures(sums, alpha=fam_alpha, power=config.power, e_alpha=e_alpha,
+    levels = pair_levels(k, config)
+    fig = pair_figures(sums, alpha=fam_alpha, power=config.power, e_alpha=levels,
                        intervals=False)
-
-    n = fig.n.reshape(k, k)
-    delta = np.where(n > 0, fig.delta.reshape(k, k), 0.0)
-    resolved = (n > 0) & e_bonferroni(fig.e_value.reshape(k, k), alpha=config.alpha, m=m) \
-        & (delta != 0)
-    code = (np.sign(delta) * resolved).astype(np.int8)
+    decided = fig.decided.reshape(k, k) if fig.decided is not None else np.zeros((k, k))
+    code = decided.astype(np.int8)
     np.fill_diagonal(code, 0)
     return PairTable(
         models=models, counts=counts, means=means, order=order, m=m,
-        family_alpha=fam_alpha, e_alpha=e_alpha, power=config.power,
-        sums=sums, figures=fig, code=code,
+        family_alpha=fam_alpha, levels=levels, power=config.power,
+        sums=sums, figures=fig, code=code, decided_ts=dict(state.decided_ts),
     )
 
 

@@ -41,8 +41,16 @@ from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
+from monitor.stats.sequential import (
+    advance,
+    log_threshold,
+    pair_number,
+    pair_share,
+    planned_pairs,
+)
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
+_PATH_CELLS = 4_000_000  # (results × models) cells per chunk of the sequential pass
 Change = ResolutionChange | RankingChange
 
 
@@ -109,6 +117,7 @@ class Monitor:
         self._next_change_id = 1
         self._exclude = frozenset(self.config.exclude_flags)
         self._dirty: dict[str, None] = {}  # insertion-ordered set of benchmarks to evaluate
+        self._thresholds: dict[int, np.ndarray] = {}
 
     # -- ingest --------------------------------------------------------------------------
     def apply(self, events: Sequence[ItemResult], *,
@@ -217,20 +226,80 @@ class Monitor:
                                     else "duplicate" if same[j] else "conflict")
 
         newly_excluded = self._flags(st, pend, outcomes)
-        acc_rows = rows[accepted]
-        touched = np.unique(np.concatenate([acc_rows, newly_excluded]))
-        if touched.size == 0:
-            st.count_batch_stability(pend.perturbed, rows[accepted], cols[accepted])
-            return
-        old = st.rows_view(touched)
-        st.X[acc_rows, cols[accepted]] = scores[accepted]
+        acc_rows, acc_cols, acc_scores = rows[accepted], cols[accepted], scores[accepted]
         if newly_excluded.size:
+            # Excluded items leave the pair sums from the end of the batch on (decisions
+            # already taken stay); the batch's own results on them never enter.
+            old = st.rows_view(newly_excluded)
             st.excluded_rows[newly_excluded] = True
-        new = st.rows_view(touched)
-        acc_scores = scores[accepted]
-        np.add.at(st.nonbinary, cols[accepted][(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
-        st.fold(touched, old, new)
-        st.count_batch_stability(pend.perturbed, acc_rows, cols[accepted])
+            st.fold(newly_excluded, old, st.rows_view(newly_excluded))
+        if acc_rows.size:
+            touched = np.unique(acc_rows)
+            old = st.rows_view(touched)
+            self._advance_paths(st, acc_rows, acc_cols, acc_scores)
+            st.X[acc_rows, acc_cols] = acc_scores
+            np.add.at(st.nonbinary, acc_cols[(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
+            st.fold(touched, old, st.rows_view(touched))
+        st.count_batch_stability(pend.perturbed, acc_rows, acc_cols)
+
+    def _advance_paths(self, st: BenchmarkState, rows: np.ndarray, cols: np.ndarray,
+                       scores: np.ndarray) -> None:
+        """The sequential pass: the batch's new paired items, in event order, through each
+        pair's e-process from the sums before them (:func:`monitor.stats.sequential.advance`).
+
+        The result at position t pairs with every model that has the item already or got it
+        earlier in the batch; items excluded from resolution pair with nothing.
+        """
+        keep = ~st.excluded_rows[rows]
+        rows, cols, scores = rows[keep], cols[keep], scores[keep]
+        if rows.size == 0:
+            return
+        k, cap = st.k, st.X.shape[1]
+        uniq, inv = np.unique(rows, return_inverse=True)
+        before = st.X[uniq, :k]
+        after = before.copy()
+        after[inv, cols] = scores
+        present = ~np.isnan(before)
+        written = np.full((uniq.size, k), rows.size, dtype=np.int64)
+        written[inv, cols] = np.arange(rows.size)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        step = max(1, _PATH_CELLS // max(k, 1))
+        for start in range(0, rows.size, step):
+            t = np.arange(start, min(start + step, rows.size))
+            mask = present[inv[t]] | (written[inv[t]] < t[:, None])
+            mask[np.arange(t.size), cols[t]] = False
+            tt, jj = np.nonzero(mask)
+            tt = t[tt]
+            c = cols[tt]
+            x_c, x_j = scores[tt], after[inv[tt], jj]
+            first = c < jj
+            lo, hi = np.where(first, c, jj), np.where(first, jj, c)
+            d = np.where(first, x_c - x_j, x_j - x_c)
+            nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_j != 0.0) & (x_j != 1.0)
+            parts.append((lo * cap + hi, d, nonbinary))
+        pair = np.concatenate([p[0] for p in parts])
+        if pair.size == 0:
+            return
+        base_n, base_s, base_v = st.path_sums()
+        decided = advance(
+            st.paths, pair, np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]), base_n=base_n, base_s=base_s,
+            base_v=base_v, log_threshold=self._log_thresholds(cap),
+        )
+        now = self._now()
+        for flat in decided.tolist():
+            st.decided_ts[(flat // cap, flat % cap)] = now
+
+    def _log_thresholds(self, cap: int) -> np.ndarray:
+        """log(1/γ_p) of every pair (lo, hi) of a cap-column layout (flat lo · cap + hi)."""
+        cached = self._thresholds.get(cap)
+        if cached is None:
+            lo, hi = np.meshgrid(np.arange(cap), np.arange(cap), indexing="ij")
+            number = pair_number(np.minimum(lo, hi), np.maximum(lo, hi)).ravel()
+            cached = self._thresholds[cap] = log_threshold(pair_share(
+                number, alpha=self.config.alpha,
+                planned=planned_pairs(self.config.planned_models)))
+        return cached
 
     def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
         newly: list[int] = []
@@ -307,6 +376,36 @@ class Monitor:
         self._next_change_id += 1
         return cid
 
+    def adopt_decision(self, benchmark: str, model_a: str, model_b: str, verdict: str, *,
+                       n: int, log_e: float, ts: datetime | None = None) -> bool:
+        """Restore a decision taken before a restart (read from a durable change log).
+
+        A decision is final: the rebuilt state takes the logged one even where its own replay
+        of the stored results (in other batch boundaries, which move where a flag takes
+        effect) would have decided differently or not yet. Returns whether it changed anything;
+        the next evaluation emits no change for it if the log already has it.
+        """
+        st = self._benches.get(benchmark)
+        if st is None or model_a not in st.model_col or model_b not in st.model_col:
+            return False
+        a, b = st.model_col[model_a], st.model_col[model_b]
+        winner = verdict.removeprefix("resolved:")
+        if not verdict.startswith("resolved:") or winner not in (model_a, model_b):
+            raise ValueError(f"`verdict` must be resolved:{model_a} or resolved:{model_b}, "
+                             f"got {verdict!r}")
+        lo, hi = min(a, b), max(a, b)
+        code = 1 if st.models[lo] == winner else -1
+        flat = lo * st.X.shape[1] + hi
+        if st.paths.decided[flat] == code:
+            return False
+        st.paths.decided[flat] = code
+        st.paths.decided_n[flat] = n
+        st.paths.decided_log_e[flat] = log_e
+        st.decided_ts[(lo, hi)] = ts or self._now()
+        st.table_stale = True
+        self._dirty.setdefault(benchmark, None)
+        return True
+
     # -- snapshots -----------------------------------------------------------------------
     def to_snapshot(self) -> dict[str, Any]:
         """The whole state as a plain JSON-able value (see :mod:`monitor.core.snapshot`).
@@ -358,9 +457,16 @@ class Monitor:
             "benchmark": benchmark,
             "resolved": t.resolved(),
             "unresolved_pairs": t.unresolved_pairs(),
-            "family": {"kind": self.config.family, "m": t.m, "alpha": self.config.alpha,
-                       "e_threshold": 1.0 / t.e_alpha, "fixed_n_alpha": t.family_alpha,
-                       "correction": self.config.correction},
+            # The anytime verdicts: one guarantee for the board's life (docs/anytime.md).
+            "anytime": {"procedure": "online-bonferroni", "alpha": self.config.alpha,
+                        "planned_models": self.config.planned_models,
+                        "statement": "with probability ≥ 1 − α no pair is ever declared "
+                                     "resolved while its models are equal or in the wrong "
+                                     "direction, however models arrive and whenever read"},
+            # q, q_cluster and MDE: a snapshot at the current n, corrected for this family;
+            # not valid under continuous monitoring (the anytime verdicts are).
+            "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,
+                        "correction": self.config.correction, "snapshot": True},
             "binary": bool(np.all(t.binary)),
             "excluded_items": len(st.excluded),
             "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i])}

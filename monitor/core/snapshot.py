@@ -7,6 +7,7 @@ continues exactly as the original would.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from monitor.core.board import BenchmarkState
 
 def bench_to_snapshot(st: BenchmarkState) -> dict[str, Any]:
     """One benchmark's state as a plain JSON-able value (scores, not derived statistics)."""
-    rows, k = len(st.item_ids), st.k
+    rows, k, cap = len(st.item_ids), st.k, st.X.shape[1]
     x = st.X[:rows, :k]
     # Row-major like np.argwhere; .tolist() gives the Python ints and floats at C
     # speed (indexing x[r, c] cell by cell dominated a checkpoint of a large matrix).
@@ -35,6 +36,11 @@ def bench_to_snapshot(st: BenchmarkState) -> dict[str, Any]:
                       for m, kinds in st.stability.items()},
         "codes": st.codes[:k, :k].tolist(),
         "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1]],
+        # The sequential state of each pair (k × k, upper triangle used): the order its items
+        # came in is not in the cells, so decisions and e-process kinds are kept as they are.
+        "paths": {name: getattr(st.paths, name).reshape(cap, cap)[:k, :k].tolist()
+                  for name in st.paths.__dataclass_fields__},
+        "decided_ts": [[lo, hi, ts.isoformat()] for (lo, hi), ts in st.decided_ts.items()],
     }
 
 
@@ -75,5 +81,11 @@ def bench_from_snapshot(name: str, b: dict[str, Any]) -> BenchmarkState:
     k = st.k
     st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
     st.last_ranking = (tuple(b["last_ranking"][0]), bool(b["last_ranking"][1]))
+    cap = st.X.shape[1]
+    for name, values in b.get("paths", {}).items():
+        target = getattr(st.paths, name).reshape(cap, cap)
+        target[:k, :k] = np.asarray(values, dtype=target.dtype).reshape(k, k)
+    st.decided_ts = {(int(lo), int(hi)): datetime.fromisoformat(ts)
+                     for lo, hi, ts in b.get("decided_ts", [])}
     st.table_stale = True
     return st

@@ -7,7 +7,9 @@ root finding, so they are computed for the pairs somebody reads (and cached).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ class PairView:
     model_b: str
     verdict: str
     figures: PairRecord
+    decided_ts: str | None = None  # ISO time of the decision (None while unresolved)
 
     def as_dict(self) -> dict[str, Any]:
         """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
@@ -37,6 +40,9 @@ class PairView:
             "cs_high": f.cs_high, "n_star": f.n_star, "q": f.q, "q_cluster": f.q_grouped,
             "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
             "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
+            "e_threshold": 1.0 / f.e_alpha,
+            "decided": None if not f.decided else {
+                "n": f.decided_n, "e_value": _exp(f.decided_log_e), "ts": self.decided_ts},
         }
         if f.binary:
             out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
@@ -57,11 +63,12 @@ class PairTable:
     order: tuple[int, ...]  # indices of active models, best first
     m: int
     family_alpha: float
-    e_alpha: float
+    levels: FloatArray  # each ordered pair's share γ_p of α, flat a · k + b
     power: float
     sums: PairSums
     figures: PairFigures
     code: NDArray[np.int8]
+    decided_ts: dict[tuple[int, int], datetime] = field(default_factory=dict, compare=False)
     _records: dict[tuple[int, int], PairRecord] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -150,18 +157,26 @@ class PairTable:
         if todo:
             idx = np.asarray([a * k + b for a, b in todo], dtype=np.int64)
             fig = pair_figures(self.sums.take(idx), alpha=self.family_alpha,
-                               power=self.power, e_alpha=self.e_alpha)
+                               power=self.power, e_alpha=self.levels[idx])
             for j, p in enumerate(todo):
                 self._records[p] = fig.record(j)
         return [self._records[p] for p in pairs]
 
     def views(self, pairs: list[tuple[int, int]]) -> list[PairView]:
         """The pairs as :class:`PairView` (A = the first index of each pair)."""
-        return [PairView(self.models[a], self.models[b], self.verdict(a, b), rec)
-                for (a, b), rec in zip(pairs, self.records(pairs), strict=True)]
+        out = []
+        for (a, b), rec in zip(pairs, self.records(pairs), strict=True):
+            ts = self.decided_ts.get((min(a, b), max(a, b)))
+            out.append(PairView(self.models[a], self.models[b], self.verdict(a, b), rec,
+                                None if ts is None else ts.isoformat()))
+        return out
 
     def view(self, a: int, b: int) -> PairView:
         return self.views([(a, b)])[0]
+
+
+def _exp(x: float | None) -> float | None:
+    return None if x is None else (math.exp(x) if x < 709.0 else math.inf)
 
 
 def verdict_text(code: int, model_a: str, model_b: str) -> str:

@@ -1,49 +1,35 @@
 """The anytime replay of the offline report: a table item by item through the e-processes.
 
 For each pair of the family the table is replayed in a chosen item order (file order = order of
-first appearance of item_id, or a seeded shuffle) and the pair is *resolved (anytime)* at the
-first paired item where E_n ≥ m/α (e-Bonferroni over the m pairs of the family). Validity
-assumes the items arrive in an order independent of their outcomes; shuffling the replay order
-makes that true by construction.
+first appearance of item_id, or a seeded shuffle) and the pair is *resolved (anytime)* at its
+first crossing, by the live monitor's rule (:mod:`monitor.stats.sequential`): same order, same
+decisions. Validity assumes the items arrive in an order independent of their outcomes;
+shuffling the replay order makes that true by construction.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
-from monitor.stats import eprocess as ep
 from monitor.stats.figures import PairSums, pair_figures
+from monitor.stats.sequential import (
+    PairPaths,
+    advance,
+    log_threshold,
+    pair_number,
+    pair_share,
+    planned_pairs,
+)
 
 ORDERS = ("file", "shuffle")
 _CHUNK_CELLS = 4_000_000  # items × pairs per chunk
 
 
-def _mcnemar_bounds(n_disc: int, thr: float) -> np.ndarray:
-    """u[k] = least j with log E(j, k − j) ≥ thr, j ≥ k/2 (k + 1 if none), k = 0..n_disc.
-
-    E is symmetric in (n10, n01) and increases away from n10 = n01, so for k discordant pairs
-    the pair has crossed iff max(n10, n01) ≥ u[k].
-    """
-    k = np.arange(n_disc + 1, dtype=np.float64)
-    lo = np.ceil(k / 2.0)
-    hi = k.copy()
-    reach = ep.log_e_mcnemar(hi, k - hi) >= thr
-    lo = lo - 1.0  # invariant: log E(lo) < thr (or lo below the range), log E(hi) ≥ thr
-    while True:
-        gap = hi - lo > 1
-        if not np.any(gap & reach):
-            break
-        mid = np.clip(np.floor((lo + hi) / 2.0), 0.0, k)
-        above = ep.log_e_mcnemar(mid, k - mid) >= thr
-        move = gap & reach
-        hi = np.where(move & above, mid, hi)
-        lo = np.where(move & ~above, mid, lo)
-    return np.where(reach, hi, k + 1.0).astype(np.int64)
+RULES = ("board", "family")
 
 
 def anytime_replay(
@@ -54,16 +40,23 @@ def anytime_replay(
     power: float = 0.8,
     order: str = "file",
     seed: int | None = None,
+    planned_models: int = 32,
+    rule: str = "board",
 ) -> AnytimeReplay:
-    """Replay the pairs (columns a[k], b[k] of ``table.scores``) item by item.
+    """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
 
-    Each pair's e-process is the McNemar mixture when both columns are 0/1, else the bounded
-    one (the kernel's rule). The first crossing of m/α in the replay order is found from
-    cumulative counts; the final figures (e-value, confidence sequence and N*_AV at α/m) are
-    the kernel's on the whole table.
+    ``rule="board"`` (the live monitor's): each pair's share γ_p of α is fixed by its birth
+    order — models are born in the order of their first score in the replay, ties by column —
+    and the pair is decided at its first crossing of 1/γ_p by
+    :func:`monitor.stats.sequential.advance`, the function the live core calls, so the two
+    agree on the same order. ``rule="family"``: every pair of these m at α/m (e-Bonferroni over
+    a family fixed in advance; what the live monitor did before it kept one guarantee for the
+    board's life), kept for comparison.
     """
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
+    if rule not in RULES:
+        raise ValueError(f"`rule` must be one of {', '.join(RULES)}, got {rule!r}")
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
     a_idx = np.asarray(pairs[0], dtype=np.intp)
@@ -72,47 +65,59 @@ def anytime_replay(
     x = table.scores
     if order == "shuffle":
         x = x[np.random.default_rng(seed).permutation(x.shape[0])]
-    n_items = x.shape[0]
-    alpha_pair = alpha / max(m, 1)  # e-Bonferroni: E ≥ m/α
-    thr = math.log(1.0 / alpha_pair)
-    present_all = ~np.isnan(x)
-    col_binary = np.all(~present_all | (x == 0) | (x == 1), axis=0)
-    pair_binary = col_binary[a_idx] & col_binary[b_idx]
-    bounds = (_mcnemar_bounds(n_items, thr) if pair_binary.any()
-              else np.zeros(0, dtype=np.int64))
+    n_items, k = x.shape
+    present = ~np.isnan(x)
+    first_row = np.where(present.any(axis=0), present.argmax(axis=0), n_items)
+    birth = np.empty(k, dtype=np.int64)
+    birth[np.lexsort((np.arange(k), first_row))] = np.arange(k)
+    a_first = birth[a_idx] < birth[b_idx]  # A is the pair's first-born model
+    lo_col = np.where(a_first, a_idx, b_idx)
+    hi_col = np.where(a_first, b_idx, a_idx)
+    if rule == "board":
+        shares = pair_share(pair_number(birth[lo_col], birth[hi_col]), alpha=alpha,
+                            planned=planned_pairs(planned_models))
+    else:
+        shares = np.full(m, alpha / max(m, 1))
+    log_thr = log_threshold(shares)
 
-    sums = {key: np.zeros(m) for key in ("n", "sa", "sb", "saa", "sbb", "sab")}
-    first = np.full(m, -1, dtype=np.int64)
-    chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
-    for binary in (True, False):
-        sel = np.flatnonzero(pair_binary == binary)
-        for start in range(0, sel.size, chunk):
-            ks = sel[start:start + chunk]
-            xa, xb = x[:, a_idx[ks]], x[:, b_idx[ks]]
-            present = ~np.isnan(xa) & ~np.isnan(xb)
-            xa0, xb0 = np.where(present, xa, 0.0), np.where(present, xb, 0.0)
-            d = xa0 - xb0
-            cum_n = np.cumsum(present, axis=0, dtype=np.int64)
-            if binary:
-                c10 = np.cumsum(d > 0, axis=0, dtype=np.int64)
-                c01 = np.cumsum(d < 0, axis=0, dtype=np.int64)
-                crossed = np.maximum(c10, c01) >= bounds[c10 + c01]
-            else:
-                log_e = ep.log_e_bounded(cum_n, np.cumsum(d, axis=0),
-                                         np.cumsum(d * d, axis=0))
-                crossed = np.asarray(log_e) >= thr
-            row = np.argmax(crossed, axis=0)
-            first[ks] = np.where(crossed.any(axis=0), cum_n[row, np.arange(row.size)], -1)
-            for key, val in (("n", present), ("sa", xa0), ("sb", xb0), ("saa", xa0 * xa0),
-                             ("sbb", xb0 * xb0), ("sab", xa0 * xb0)):
-                sums[key][ks] = val.sum(axis=0)
+    paths = PairPaths.empty(m)
+    keys = ("n", "sa", "sb", "saa", "sbb", "sab")
+    sums = {key: np.zeros(m) for key in keys}
+    chunk = max(1, _CHUNK_CELLS // max(m, 1))
+    for start in range(0, n_items, chunk):
+        xa, xb = x[start:start + chunk][:, lo_col], x[start:start + chunk][:, hi_col]
+        both = ~np.isnan(xa) & ~np.isnan(xb)
+        rr, pp = np.nonzero(both)  # row-major: items in replay order
+        va, vb = xa[rr, pp], xb[rr, pp]
+        d = va - vb
+        nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
+        advance(paths, pp.astype(np.int64), d, nonbinary, base_n=sums["n"].copy(),
+                base_s=sums["sa"] - sums["sb"],
+                base_v=sums["saa"] + sums["sbb"] - 2.0 * sums["sab"], log_threshold=log_thr)
+        for key, val in (("n", np.ones_like(va)), ("sa", va), ("sb", vb), ("saa", va * va),
+                         ("sbb", vb * vb), ("sab", va * vb)):
+            sums[key] += np.bincount(pp, weights=val, minlength=m)
 
-    figures = pair_figures(PairSums.build(n=sums["n"], sa=sums["sa"], sb=sums["sb"],
-                                          saa=sums["saa"], sbb=sums["sbb"], sab=sums["sab"],
-                                          binary=pair_binary), alpha=alpha_pair,
-                           power=power)
-    return AnytimeReplay(order=order, seed=seed, alpha=alpha, figures=figures,
-                         first_resolved_at=tuple(int(f) if f >= 0 else None for f in first))
+    # The figures of A − B: swap the sums and flip the path where B was born first.
+    swap = ~a_first
+    sa = np.where(swap, sums["sb"], sums["sa"])
+    sb = np.where(swap, sums["sa"], sums["sb"])
+    saa = np.where(swap, sums["sbb"], sums["saa"])
+    sbb = np.where(swap, sums["saa"], sums["sbb"])
+    col_binary = np.all(~present | (x == 0) | (x == 1), axis=0)
+    oriented = paths.take(np.arange(m))
+    sign = np.where(swap, -1, 1)
+    oriented.switch_s = oriented.switch_s * sign
+    oriented.decided = (oriented.decided * sign).astype(np.int8)
+    figures = pair_figures(
+        PairSums.build(n=sums["n"], sa=sa, sb=sb, saa=saa, sbb=sbb, sab=sums["sab"],
+                       binary=col_binary[a_idx] & col_binary[b_idx], paths=oriented),
+        alpha=alpha, power=power, e_alpha=shares)
+    return AnytimeReplay(
+        order=order, seed=seed, alpha=alpha, rule=rule, planned_models=planned_models,
+        figures=figures,
+        first_resolved_at=tuple(round(float(n)) if dec else None
+                                for n, dec in zip(paths.decided_n, paths.decided, strict=True)))
 
 
 def with_anytime(
@@ -121,9 +126,11 @@ def with_anytime(
     *,
     order: str = "file",
     seed: int | None = None,
+    planned_models: int = 32,
+    rule: str = "board",
 ) -> ResolutionReport:
     """``report`` with the anytime replay of its family's pairs (same α and power)."""
     res = report.figures
     replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
-                            order=order, seed=seed)
+                            order=order, seed=seed, planned_models=planned_models, rule=rule)
     return replace(report, anytime=replay)

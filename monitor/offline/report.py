@@ -126,14 +126,18 @@ class RankEntry:
 class AnytimeReplay:
     """The anytime-valid replay of the family's pairs (see :mod:`monitor.offline.replay`).
 
-    ``figures`` holds the kernel's figures after the whole table at level α/m (e-value,
-    confidence sequence, N*_AV, q_AV); ``first_resolved_at`` the 1-based paired item at which
-    E_n first reached m/α in the replay order (None if never).
+    ``figures`` holds the kernel's figures of A − B after the whole table, each pair at its
+    own level ``figures.e_alpha`` (its share γ_p of α): e-value, confidence sequence, N*_AV,
+    q_AV and the decision (``figures.decided``: +1 A resolved better, −1 B); and
+    ``first_resolved_at`` the 1-based paired item at which the pair was decided in the replay
+    order (None if never).
     """
 
     order: str
     seed: int | None
     alpha: float
+    rule: str
+    planned_models: int
     figures: PairFigures
     first_resolved_at: tuple[int | None, ...]
 
@@ -149,16 +153,18 @@ class AnytimeReplay:
         return {
             "e_value": r.e_value, "log_e_value": r.log_e, "cs_low": r.cs_low,
             "cs_high": r.cs_high, "n_star_anytime": _ceil(n_av), "q_anytime": r.q_anytime,
+            "e_threshold": 1.0 / r.e_alpha,
             "resolved_anytime": self.first_resolved_at[k] is not None,
+            "anytime_direction": r.decided or 0,
             "first_resolved_at": self.first_resolved_at[k],
         }
 
     def summary(self, binary: bool) -> dict[str, Any]:
-        m = len(self.first_resolved_at)
         return {
-            "order": self.order, "seed": self.seed, "threshold": "e-bonferroni",
-            "e_threshold": m / self.alpha if m else None,
-            "alpha_per_pair": self.alpha / m if m else None,
+            "order": self.order, "seed": self.seed, "rule": self.rule,
+            "procedure": ("online-bonferroni" if self.rule == "board" else "e-bonferroni"),
+            "planned_models": self.planned_models if self.rule == "board" else None,
+            "alpha": self.alpha,
             "construction": "mcnemar-beta-binomial" if binary else "gamma-exponential",
             "resolved_anytime": self.resolved,
             # e-BH (Wang & Ramdas 2022) on the final e-values: FDR ≤ α at the end of the table

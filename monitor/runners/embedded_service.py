@@ -106,16 +106,19 @@ class EmbeddedService:
     def _load_state(self) -> int:
         """Fresh monitors holding every stored result, folded in commit order; returns how many.
 
-        Verdicts are evaluated once at the end. Change events were stored as they happened,
-        but the last ones may not have been when the process died between an evaluation
-        cadence and the next: the host's :meth:`~MonitorHost.reconcile` finds what the log
-        still misses, and it is stored.
+        Decisions in the change log are final and adopted first (the replay's batch boundaries
+        differ from the original requests', which moves where a flag takes effect). Verdicts are
+        evaluated once at the end. Change events were stored as they happened, but the last
+        ones may not have been when the process died between an evaluation cadence and the
+        next: the host's :meth:`~MonitorHost.reconcile` finds what the log still misses, and
+        it is stored.
         """
         self.host.drop()
         n = 0
         for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
             self.host.apply(batch)
             n += len(batch)
+        self.host.adopt_decisions(self.store.logged_decisions())
         pairs, rankings = self.store.last_states()
         missing = self.host.reconcile(self.host.evaluate_if_due(force=True), pairs, rankings)
         if missing:

@@ -11,18 +11,18 @@ Faust (:mod:`monitor.runners.faust_app`).
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
 from monitor.core import ApplyResult, CoreConfig, Monitor
-from monitor.core.changes import resolution_change
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
 Change = ResolutionChange | RankingChange
@@ -248,33 +248,31 @@ class MonitorHost:
         ``pairs`` and ``rankings`` the last logged verdict of each pair (keyed by benchmark
         and model set) and the last logged ranking (models best first, resolved).
         """
-        open_pairs = dict(pairs)
         missing: list[Change] = []
         for ch in rebuilt:
             if isinstance(ch, ResolutionChange):
-                prev = open_pairs.pop((ch.benchmark, frozenset((ch.model_a, ch.model_b))),
-                                      "unresolved")
+                prev = pairs.get((ch.benchmark, frozenset((ch.model_a, ch.model_b))),
+                                 "unresolved")
                 if prev != ch.verdict:
                     missing.append(ch.model_copy(update={"previous": prev}))
             elif rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
                 missing.append(ch)
-        # Pairs the log has as resolved that the rebuilt state has not resolved.
-        for (bench, pair), prev in open_pairs.items():
-            mon = self.monitors.get(bench)
-            if prev == "unresolved" or mon is None:
-                continue
-            change = lost_resolution(mon, bench, pair, previous=prev)
-            if change is not None:
-                missing.append(change)
         return missing
 
-
-def lost_resolution(monitor: Monitor, benchmark: str, pair: frozenset[str], *,
-                    previous: str) -> ResolutionChange | None:
-    """The change event of a pair whose current verdict differs from the logged ``previous``
-    (built by the core's one builder from the pair's current view); None for an unknown pair."""
-    for view in monitor.pair_views(benchmark, "all"):
-        if frozenset((view.model_a, view.model_b)) == pair:
-            return resolution_change(view, change_id=0, benchmark=benchmark, previous=previous,
-                                     ts=datetime.now(UTC))
-    return None
+    def adopt_decisions(self, logged: Sequence[Mapping[str, Any]]) -> int:
+        """Give the rebuilt monitors the decisions of a durable change log (a decision is final:
+        a restart never takes one back). Returns how many changed the rebuilt state."""
+        adopted = 0
+        for ev in logged:
+            mon = self.monitors.get(str(ev["benchmark"]))
+            if mon is None:
+                continue
+            e_value = ev.get("decided_e_value", ev.get("e_value"))
+            log_e = (math.inf if e_value == "inf" else
+                     math.log(float(e_value)) if e_value not in (None, 0) else 0.0)
+            ts = ev.get("decided_ts") or ev.get("ts")
+            adopted += mon.adopt_decision(
+                str(ev["benchmark"]), str(ev["model_a"]), str(ev["model_b"]),
+                str(ev["verdict"]), n=int(ev.get("decided_n") or ev.get("n") or 0),
+                log_e=log_e, ts=None if ts is None else datetime.fromisoformat(str(ts)))
+        return adopted

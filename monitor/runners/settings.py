@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     # -- the monitor core (every runner) ---------------------------------------------------
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
+    # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
+    planned_models: int = Field(default=32, ge=2)
     family: Literal["adjacent", "all"] = "adjacent"
     # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
     correction: str = "bonferroni"
@@ -270,7 +272,8 @@ class Settings(BaseSettings):
 
     def core_config(self) -> CoreConfig:
         """The monitor core's options: the one place a runner gets its :class:`CoreConfig`."""
-        return CoreConfig(alpha=self.alpha, power=self.power, family=self.family,
+        return CoreConfig(alpha=self.alpha, power=self.power,
+                          planned_models=self.planned_models, family=self.family,
                           correction=self.correction, per_pair_series=self.per_pair_series,
                           exclude_flags=self.effective_exclude_flags)
 

@@ -179,6 +179,18 @@ class SqliteStore:
                 pairs[(bench, frozenset((ev["model_a"], ev["model_b"])))] = ev["verdict"]
         return pairs, rankings
 
+    def logged_decisions(self) -> list[dict[str, Any]]:
+        """The resolution events of the log whose verdict is resolved, oldest first, with the
+        benchmark: the decisions a rebuilt state must keep (a decision is final)."""
+        out = []
+        for bench, body in self._db.execute(
+            "SELECT benchmark, body FROM changes WHERE kind = 'resolution' ORDER BY id"
+        ):
+            ev = json.loads(body)
+            if str(ev.get("verdict", "")).startswith("resolved:"):
+                out.append({**ev, "benchmark": bench})
+        return out
+
     def last_change_id(self) -> int:
         row = self._db.execute("SELECT max(id) FROM changes").fetchone()
         return int(row[0] or 0)

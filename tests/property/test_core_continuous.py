@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from monitor.contracts import ItemResult
 from monitor.core import Monitor
+from monitor.io.tables import ScoreTable
+from monitor.offline.replay import anytime_replay
 from monitor.stats.board import board
 
 MODELS = ("A", "B", "C")
@@ -89,10 +91,19 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
     groups = np.array([f"c{i % 3}" for i in range(x.shape[0])])[keep]
     off = board(xm[keep], pairs=(a, b), groups=groups, alpha=table.family_alpha)
     # q = n/N* rather than N*: where δ̂ is a rounding-level number N* is ~1e19 and noisy.
-    for name in ("n", "delta", "sigma_d2", "q", "mde", "log_e"):
+    for name in ("n", "delta", "sigma_d2", "q", "mde"):
         live = getattr(table.figures, name).reshape(k, k)[a, b]
         np.testing.assert_allclose(live, getattr(off, name), rtol=1e-9, atol=1e-9,
                                    err_msg=name)
+    # The e-process depends on the order (its kind is fixed at a pair's first item): the
+    # replay of the same rows in the same order gives the same e-values and decisions.
+    sub = ScoreTable(source="t", benchmark=None, item_ids=np.arange(int(keep.sum())).astype(str),
+                     models=tuple(table.models), scores=xm[keep])
+    rep = anytime_replay(sub, (a, b), planned_models=mon.config.planned_models)
+    np.testing.assert_allclose(table.figures.log_e.reshape(k, k)[a, b], rep.figures.log_e,
+                               rtol=1e-9, atol=1e-9, err_msg="log_e")
+    assert rep.figures.decided is not None
+    np.testing.assert_array_equal(table.code[a, b], rep.figures.decided)
     # The design effect is a ratio of two sums of squares: where n σ̂² is within ~1e-6 of the
     # rounding scale Σx_A² + Σx_B² it is a ratio of rounding noise in either path.
     both = ~np.isnan(xm[keep][:, a]) & ~np.isnan(xm[keep][:, b])

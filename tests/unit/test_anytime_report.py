@@ -11,6 +11,7 @@ from monitor.cli import main
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import anytime_replay
 from monitor.stats import eprocess as ep
+from monitor.stats import sequential as sq
 
 
 def _table(rng: np.random.Generator) -> ScoreTable:
@@ -21,24 +22,43 @@ def _table(rng: np.random.Generator) -> ScoreTable:
                       models=tuple("abcde"), scores=x)
 
 
-def test_first_resolved_at_matches_brute_force() -> None:
+def _birth(x: np.ndarray) -> np.ndarray:
+    # models are born at their first score in the replay order, ties by column
+    present = ~np.isnan(x)
+    first = np.where(present.any(axis=0), present.argmax(axis=0), x.shape[0])
+    birth = np.empty(x.shape[1], dtype=np.int64)
+    birth[np.lexsort((np.arange(x.shape[1]), first))] = np.arange(x.shape[1])
+    return birth
+
+
+@pytest.mark.parametrize("rule", ["board", "family"])
+def test_first_resolved_at_matches_brute_force(rule: str) -> None:
     table = _table(np.random.default_rng(0))
     a, b = np.triu_indices(5, 1)
     for order, seed in [("file", None), ("shuffle", 3)]:
-        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed)
+        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule)
         fields = [replay.pair_fields(k) for k in range(a.size)]
         x = table.scores if seed is None else table.scores[np.random.default_rng(seed).permutation(3000)]
-        thr = np.log(a.size / 0.05)
+        birth = _birth(x)
         for k in range(a.size):
+            if rule == "board":  # the pair's fixed share, from its birth order
+                lo, hi = sorted((birth[a[k]], birth[b[k]]))
+                gamma = float(sq.pair_share(sq.pair_number(lo, hi), alpha=0.05,
+                                            planned=sq.planned_pairs(32)))
+            else:
+                gamma = 0.05 / a.size
             xa, xb = x[:, a[k]], x[:, b[k]]
             d = (xa - xb)[~np.isnan(xa) & ~np.isnan(xb)]
             le = ep.log_e_mcnemar(np.cumsum(d > 0), np.cumsum(d < 0))
-            hits = np.flatnonzero(le >= thr)
+            hits = np.flatnonzero((le >= np.log(1 / gamma)) & (np.cumsum(d) != 0))
             assert fields[k]["first_resolved_at"] == (int(hits[0]) + 1 if hits.size else None)
+            assert fields[k]["e_threshold"] == pytest.approx(1 / gamma)
             assert fields[k]["log_e_value"] == float(le[-1])
             assert fields[k]["resolved_anytime"] == bool(hits.size)
+            if hits.size:
+                assert fields[k]["anytime_direction"] == np.sign(np.cumsum(d)[hits[0]])
     # a vs d differs by 0.25: resolved; d vs e has no gap.
-    replay = anytime_replay(table, (a, b), order="shuffle", seed=1)
+    replay = anytime_replay(table, (a, b), order="shuffle", seed=1, rule=rule)
     fields = [replay.pair_fields(k) for k in range(a.size)]
     assert fields[2]["resolved_anytime"] and fields[2]["cs_low"] > 0
 

@@ -63,8 +63,17 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
             assert on[key_on] == pytest.approx(off[key_off], rel=1e-9, abs=1e-12), key_on
         if math.isfinite(on["e_value"]):
             assert on["e_value"] == pytest.approx(off["e_value"], rel=1e-9)
-    # The live anytime verdict threshold is the report's: m/α with m = 31 adjacent pairs.
-    assert live["family"]["e_threshold"] == pytest.approx(rep["anytime"]["e_threshold"])
+        # The same decision, taken at the same paired item, at the same fixed share of α.
+        assert on["e_threshold"] == pytest.approx(off["e_threshold"], rel=1e-12)
+        assert (on["decided"] is not None) == off["resolved_anytime"]
+        if off["resolved_anytime"]:
+            assert on["decided"]["n"] == off["first_resolved_at"]
+            winner = off["model_a"] if off["anytime_direction"] > 0 else off["model_b"]
+            assert on["verdict"] == f"resolved:{winner}"
+        else:
+            assert on["verdict"] == "unresolved"
+    resolved = sum(p["resolved_anytime"] for p in rep["pairs"])
+    assert rep["anytime"]["resolved_anytime"] == resolved and resolved >= 5
 
 
 def test_every_item_favouring_one_model_gives_the_same_q_everywhere() -> None:

@@ -132,16 +132,23 @@ def test_ranking_change_on_order_and_resolution() -> None:
     assert mon.ranking("b")["resolved"] is True
 
 
-def test_family_correction_raises_the_threshold() -> None:
+def test_fixed_n_family_and_the_anytime_shares() -> None:
     mon = Monitor(CoreConfig(family="all"))
     mon.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
     rk = mon.ranking("b")
-    assert rk["family"]["m"] == 6
-    assert rk["family"]["e_threshold"] == pytest.approx(6 / 0.05)
-    assert rk["family"]["fixed_n_alpha"] == pytest.approx(0.05 / 6)
+    assert rk["fixed_n"]["m"] == 6 and rk["fixed_n"]["snapshot"] is True
+    assert rk["fixed_n"]["alpha"] == pytest.approx(0.05 / 6)
     adj = Monitor(CoreConfig(family="adjacent"))
     adj.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
-    assert adj.ranking("b")["family"]["m"] == 3
+    assert adj.ranking("b")["fixed_n"]["m"] == 3
+    # The anytime threshold of a pair does not depend on the family: its share of α is
+    # fixed by its birth order (a, b, c, d arrive in that order; 32 models planned).
+    assert rk["anytime"]["procedure"] == "online-bonferroni"
+    gamma = 0.05 / (2 * 496)  # the planned board's 496 pairs share α/2
+    for p in rk["pairs"]:
+        assert p["e_threshold"] == pytest.approx(1 / gamma)
+    assert [p["e_threshold"] for p in adj.ranking("b")["pairs"]] == [
+        p["e_threshold"] for p in rk["pairs"]]
 
 
 def test_flagged_items_are_excluded_and_queryable() -> None:
@@ -186,9 +193,9 @@ def test_cluster_design_effect_matches_stats_and_first_cluster_wins() -> None:
 
 
 def test_bounded_scores_use_the_bounded_e_process() -> None:
-    mon = Monitor()
-    mon.apply([ev(str(i), "a", 0.75) for i in range(50)] + [ev(str(i), "b", 0.25)
-                                                            for i in range(50)])
+    mon = Monitor(CoreConfig(planned_models=2))  # one pair planned: it spends α/2
+    mon.apply([ev(str(i), "a", 0.75) for i in range(100)] + [ev(str(i), "b", 0.25)
+                                                             for i in range(100)])
     rk = mon.ranking("b")
     assert rk["binary"] is False
     p = rk["pairs"][0]
@@ -226,7 +233,13 @@ def test_deferred_evaluation_emits_against_the_last_emitted_verdicts() -> None:
     res = [c for c in changes if isinstance(c, ResolutionChange)]
     assert [(c.previous, c.verdict) for c in res] == [("unresolved", "resolved:strong")]
     assert lazy.evaluate() == []
-    assert pair(lazy, "strong", "weak") == pair(eager, "strong", "weak")
+    # the same figures and the same decision, taken at the same paired item; only the clock
+    # time of the decision differs (each monitor notes its own)
+    p_lazy, p_eager = pair(lazy, "strong", "weak"), pair(eager, "strong", "weak")
+    assert p_lazy["decided"]["n"] == p_eager["decided"]["n"]
+    p_lazy.pop("decided")
+    p_eager.pop("decided")
+    assert p_lazy == p_eager
 
 
 def test_snapshot_round_trip_continues_identically() -> None:

@@ -41,7 +41,8 @@ class MemoryIO:
 
 
 def worker(io: MemoryIO) -> FaustWorker:
-    settings = Settings.build(serve_http=False, group="agent-test", batch_size=8,
+    # two planned models: the one pair spends α/2 and 40 one-sided items decide it
+    settings = Settings.build(serve_http=False, group="agent-test", batch_size=8, planned_models=2,
                               checkpoint_interval=0.05, eval_interval=0.0)
     host = MonitorHost(settings.core_config(), eval_interval=settings.eval_interval,
                        registry=CollectorRegistry(), log=lambda _: None)

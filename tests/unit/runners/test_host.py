@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.contracts import ItemResult, RankingChange, ResolutionChange
 from monitor.core import CoreConfig
-from monitor.runners.host import LOG_PER_SECOND, MonitorHost, lost_resolution
+from monitor.runners.host import LOG_PER_SECOND, MonitorHost
 from monitor.sinks.prometheus import change_kind
 
 
@@ -31,7 +32,9 @@ def resolving(start: int, n: int, bench: str = "b") -> list[ItemResult]:
 
 def host(interval: float = 1.0) -> tuple[MonitorHost, Clock, list[str]]:
     clock, lines = Clock(), list[str]()
-    h = MonitorHost(CoreConfig(), eval_interval=interval, registry=CollectorRegistry(),
+    # Two planned models: the one pair spends α/2, so a few dozen items decide it.
+    h = MonitorHost(CoreConfig(planned_models=2), eval_interval=interval,
+                    registry=CollectorRegistry(),
                     log=lines.append, clock=clock)
     return h, clock, lines
 
@@ -187,16 +190,26 @@ def test_reconcile_finds_what_the_change_log_misses() -> None:
     pairs = {("b", frozenset(("a", "z"))): "resolved:a"}
     rankings = {"b": (("a", "z"), True)}
     assert h.reconcile(rebuilt, pairs, rankings) == []
-    # The log has a pair resolved that the rebuilt state no longer has resolved.
-    h2, _, _ = host(interval=0.0)
-    h2.apply([e for i in range(40) for e in (ev(i, "a", float(i % 2)), ev(i, "z", 0.5))])
-    (lost,) = [c for c in h2.reconcile(h2.evaluate_if_due(),
-                                       {("b", frozenset(("a", "z"))): "resolved:z"}, {})
-               if isinstance(c, ResolutionChange)]
-    assert (lost.previous, lost.verdict, lost.n) == ("resolved:z", "unresolved", 40)
 
 
-def test_lost_resolution_of_an_unknown_pair_is_none() -> None:
+def test_decisions_in_the_log_are_adopted_by_a_rebuilt_state() -> None:
+    # The rebuilt state has not decided the pair (0.5 against alternating 0/1: no gap), but
+    # the log has a decision: it is final, so the rebuilt monitor takes it and emits nothing
+    # the log lacks.
     h, _, _ = host(interval=0.0)
-    h.apply(resolving(0, 3))
-    assert lost_resolution(h.monitor("b"), "b", frozenset(("a", "q")), previous="resolved:a") is None
+    h.apply([e for i in range(40) for e in (ev(i, "a", float(i % 2)), ev(i, "z", 0.5))])
+    logged = [{"benchmark": "b", "model_a": "a", "model_b": "z", "verdict": "resolved:z",
+               "decided_n": 12, "decided_e_value": 50.0,
+               "decided_ts": "2026-01-02T03:04:05+00:00", "n": 20, "e_value": 1.0},
+              {"benchmark": "b", "model_a": "a", "model_b": "q", "verdict": "resolved:a",
+               "n": 3, "e_value": 60.0},  # a model the rebuilt state has never seen
+              {"benchmark": "other", "model_a": "a", "model_b": "z", "verdict": "resolved:a",
+               "n": 3, "e_value": 60.0}]
+    assert h.adopt_decisions(logged) == 1
+    assert h.adopt_decisions(logged) == 0  # already adopted
+    missing = h.reconcile(h.evaluate_if_due(), {("b", frozenset(("a", "z"))): "resolved:z"}, {})
+    assert [c for c in missing if isinstance(c, ResolutionChange)] == []
+    (p,) = h.monitor("b").pairs("b", "all")
+    assert p["verdict"] == "resolved:z" and p["n"] == 40
+    assert p["decided"]["n"] == 12 and p["decided"]["e_value"] == pytest.approx(50.0)
+    assert p["decided"]["ts"] == "2026-01-02T03:04:05+00:00"

@@ -154,7 +154,7 @@ def _imports(module: str) -> set[str]:
     assert spec is not None and spec.origin is not None
     with open(spec.origin, encoding="utf-8") as f:
         tree = ast.parse(f.read())
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
