@@ -128,8 +128,9 @@ def cs_cluster(
     Y_g(δ) = T_g − δ n_g are then i.i.d. with mean 0, and C_n is the Gaussian-mixture
     asymptotic CS of Waudby-Smith et al. (2024) for the mean of Y_g in "cluster time", with
     the variance evaluated at the plug-in D̄ (asymptotically equivalent). Their guarantee
-    applies: C_n is within a vanishing relative width of an exact time-uniform CS, and
-    P(∃ G ≥ m : δ ∉ C) → a limit ≤ α as the start m → ∞.
+    applies: as G grows, C_n is within a vanishing relative width of an exact time-uniform
+    CS for the Gaussian process approximating the sums (their definition of an asymptotic
+    CS).
 
     *Items of many clusters interleaved* (the live board, items in random order): S − nδ is
     then not a martingale — a cluster's shift is learned gradually and acts on the partial
