@@ -175,13 +175,18 @@ class ResolutionChange(_Event):
 
 
 class RankingChange(_Event):
-    """A benchmark's ranking changed order or became (un)resolved."""
+    """A benchmark's ranking changed order, tiers, or became (un)resolved."""
 
     change_id: int = Field(ge=0)
     benchmark: NonEmpty200
     resolved: bool = Field(description="every adjacent pair resolved in the ranking's direction")
     models: list[str] = Field(description="models ordered by mean score, best first")
     unresolved_pairs: int = Field(ge=0, description="adjacent pairs not yet resolved")
+    tiers: list[int] | None = Field(
+        default=None, description="tier of each model of `models` (1 = top): consecutive "
+        "groups not separated from each other by anytime decisions")
+    top_resolved: bool | None = Field(
+        default=None, description="the leader is resolved above every other model")
     ts: datetime = Field(strict=False)
     schema_version: Literal[1] = 1
 

@@ -86,7 +86,8 @@ class BenchmarkState:
         # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
         self.paths = PairPaths.empty(8 * 8)
         self.decided_ts: dict[tuple[int, int], datetime] = {}
-        self.last_ranking: tuple[tuple[str, ...], bool] = ((), False)
+        # (models best first, resolved, tiers) of the last RankingChange
+        self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
 

@@ -102,8 +102,9 @@ def _cluster_sums(grams: np.ndarray) -> GroupSums:
     with np.errstate(divide="ignore", invalid="ignore"):
         t2_over_n = np.einsum("gij->ij", np.where(nc > 0, t * t / np.where(nc > 0, nc, 1.0),
                                                   0.0)) + v_0
+    count = np.count_nonzero(nc > 0, axis=0) + g0[N]  # unclustered items: one cluster each
     return GroupSums(
-        kind="cluster", n_groups=int(named.shape[0]), t2=t2.ravel(),
+        kind="cluster", n_groups=int(named.shape[0]), t2=t2.ravel(), count=count.ravel(),
         tn=(np.einsum("gij,gij->ij", t, nc) + s_0).ravel(),
         n2=(np.einsum("gij,gij->ij", nc, nc) + g0[N]).ravel(), t2_over_n=t2_over_n.ravel(),
     )

@@ -362,12 +362,14 @@ class Monitor:
         st.codes[:k, :k] = table.code
         st.table = table
         st.table_stale = False
-        ranking = (tuple(table.models[i] for i in table.order), table.resolved())
+        _, _, tiers = table.rank_sets()
+        ranking = (tuple(table.models[i] for i in table.order), table.resolved(), tuple(tiers))
         if ranking != st.last_ranking:
             st.last_ranking = ranking
             out.append(RankingChange(
                 change_id=self._take_id(), benchmark=st.name, resolved=ranking[1],
-                models=list(ranking[0]), unresolved_pairs=table.unresolved_pairs(), ts=now,
+                models=list(ranking[0]), unresolved_pairs=table.unresolved_pairs(),
+                tiers=list(tiers), top_resolved=table.top_resolved(), ts=now,
             ))
         return out
 
@@ -452,7 +454,8 @@ class Monitor:
         t = self._current(st)
         if t is None:
             return {"benchmark": benchmark, "models": [], "pairs": [], "resolved": False,
-                    "unresolved_pairs": 0}
+                    "unresolved_pairs": 0, "top_resolved": False, "tiers": 0}
+        low, high, tiers = t.rank_sets()
         return {
             "benchmark": benchmark,
             "resolved": t.resolved(),
@@ -469,8 +472,12 @@ class Monitor:
                         "correction": self.config.correction, "snapshot": True},
             "binary": bool(np.all(t.binary)),
             "excluded_items": len(st.excluded),
-            "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i])}
-                       for i in t.order],
+            "top_resolved": t.top_resolved(),
+            "tiers": max(tiers, default=0),
+            "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i]),
+                        "rank": r + 1, "rank_low": low[r], "rank_high": high[r],
+                        "tier": tiers[r]}
+                       for r, i in enumerate(t.order)],
             "pairs": [v.as_dict() for v in t.views(t.adjacent())],
         }
 

@@ -35,7 +35,8 @@ def bench_to_snapshot(st: BenchmarkState) -> dict[str, Any]:
         "stability": {m: {k2: list(v) for k2, v in kinds.items()}
                       for m, kinds in st.stability.items()},
         "codes": st.codes[:k, :k].tolist(),
-        "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1]],
+        "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1],
+                         list(st.last_ranking[2])],
         # The sequential state of each pair (k × k, upper triangle used): the order its items
         # came in is not in the cells, so decisions and e-process kinds are kept as they are.
         "paths": {name: getattr(st.paths, name).reshape(cap, cap)[:k, :k].tolist()
@@ -80,7 +81,9 @@ def bench_from_snapshot(name: str, b: dict[str, Any]) -> BenchmarkState:
                                    float(sc))
     k = st.k
     st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
-    st.last_ranking = (tuple(b["last_ranking"][0]), bool(b["last_ranking"][1]))
+    last = b["last_ranking"]
+    st.last_ranking = (tuple(last[0]), bool(last[1]),
+                       tuple(int(t) for t in last[2]) if len(last) > 2 else ())
     cap = st.X.shape[1]
     for name, values in b.get("paths", {}).items():
         target = getattr(st.paths, name).reshape(cap, cap)

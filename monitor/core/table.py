@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.stats.figures import PairFigures, PairRecord, PairSums, pair_figures
+from monitor.stats.ranks import rank_sets_from_resolved, tiers
 
 FloatArray = NDArray[np.float64]
 
@@ -145,6 +146,24 @@ class PairTable:
     def unresolved_pairs(self) -> int:
         """Adjacent pairs not resolved in the ranking's direction."""
         return sum(1 for a, b in self.adjacent() if self.code[a, b] != 1)
+
+    def rank_sets(self) -> tuple[list[int], list[int], list[int]]:
+        """Anytime rank sets and tiers of the ranked models (in ``order``), from the decisions:
+        rank_low = 1 + #models resolved above, rank_high = M − #models resolved below, and the
+        tiers of :func:`monitor.stats.ranks.tiers`. Valid whenever the decisions are (the
+        board's one guarantee), so for a fixed set of models they only ever shrink."""
+        o = np.asarray(self.order, dtype=np.int64)
+        if o.size == 0:
+            return [], [], []
+        resolved = self.code[np.ix_(o, o)] == 1
+        low, high = rank_sets_from_resolved(resolved)
+        tier = tiers(np.arange(o.size), resolved)
+        return low.tolist(), high.tolist(), tier.tolist()
+
+    def top_resolved(self) -> bool:
+        """The leader is resolved above every other ranked model."""
+        o = self.order
+        return len(o) >= 2 and all(self.code[o[0], b] == 1 for b in o[1:])
 
     def verdict(self, a: int, b: int) -> str:
         """``unresolved`` or ``resolved:<model>`` for the pair (a, b)."""

@@ -55,6 +55,10 @@ class ScoreTable:
         Whether ``groups`` are sampled clusters or fixed strata.
     group_col : str or None
         The column the groups came from.
+    arrival : ndarray of int, shape (n_items, n_models), or None
+        Long tables: the 0-based data row at which each score first appears (−1 where
+        absent), i.e. the order the results came in; None for wide tables, whose order is
+        row by row, models left to right.
     """
 
     source: str
@@ -65,6 +69,16 @@ class ScoreTable:
     groups: NDArray[np.str_] | None = None
     group_kind: GroupKind | None = None
     group_col: str | None = None
+    arrival: NDArray[np.int64] | None = None
+
+    def arrival_order(self) -> NDArray[np.int64]:
+        """The arrival rank of every present score (−1 where absent): ``arrival`` for long
+        tables, row by row and left to right for wide ones."""
+        if self.arrival is not None:
+            return self.arrival
+        n, k = self.scores.shape
+        order = np.arange(n * k, dtype=np.int64).reshape(n, k)
+        return np.where(np.isnan(self.scores), -1, order)
 
     def _index(self, model: str) -> int:
         try:
@@ -108,6 +122,7 @@ class ScoreTable:
             models=tuple(models), scores=scores[keep],
             groups=None if self.groups is None else self.groups[keep],
             group_kind=self.group_kind, group_col=self.group_col,
+            arrival=None if self.arrival is None else self.arrival[:, cols][keep],
         )
 
     def n_items(self) -> NDArray[np.int64]:
@@ -362,7 +377,7 @@ def _read_long(
     cols: _Columns, *, source: str, id_col: str | None, group_col: str | None,
     benchmark: str | None, na_as_wrong: bool,
 ) -> tuple[str | None, NDArray[np.str_], tuple[str, ...], NDArray[np.float64],
-           NDArray[np.str_] | None]:
+           NDArray[np.str_] | None, NDArray[np.int64]]:
     header = cols.header
     idc = _resolve_id_col(header, id_col, source, first_column_fallback=False)
     score_name = _score_col(header) or _SCORE_DEFAULTS[0]
@@ -423,7 +438,10 @@ def _read_long(
             source=source, line=lines[second_row], field=score_name)
     scores = np.full((len(item_ids), len(model_names)), np.nan)
     scores[item_codes[rows], model_codes[rows]] = values[rows]
-    return benchmark, item_ids, tuple(model_names.tolist()), scores, groups
+    first = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, (item_codes[rows], model_codes[rows]), rows.astype(np.int64))
+    arrival = np.where(np.isnan(scores), -1, first)
+    return benchmark, item_ids, tuple(model_names.tolist()), scores, groups, arrival
 
 
 def _read_wide(
@@ -538,11 +556,12 @@ def read_table(
         raise InputError("missing score column: a long table (one with a 'model' column) needs "
                          "'score' or 'correct'", source=source, line=1, field="score")
     if "model" in cols.header and _score_col(cols.header) is not None:
-        bench, item_ids, models, scores, groups = _read_long(
+        bench, item_ids, models, scores, groups, arrival = _read_long(
             cols, source=source, id_col=id_col, group_col=group_col, benchmark=benchmark,
             na_as_wrong=na_as_wrong)
     else:
         bench = benchmark
+        arrival = None
         item_ids, models, scores, groups = _read_wide(
             cols, source=source, id_col=id_col, group_col=group_col, exclude=exclude,
             na_as_wrong=na_as_wrong)
@@ -560,5 +579,7 @@ def read_table(
     if not keep.all():
         item_ids, scores = item_ids[keep], scores[keep]
         groups = groups[keep] if groups is not None else None
+        arrival = arrival[keep] if arrival is not None else None
     return ScoreTable(source=source, benchmark=bench, item_ids=item_ids, models=models,
-                      scores=scores, groups=groups, group_kind=kind, group_col=group_col)
+                      scores=scores, groups=groups, group_kind=kind, group_col=group_col,
+                      arrival=arrival)

@@ -63,13 +63,21 @@ def anytime_replay(
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     m = int(a_idx.size)
     x = table.scores
+    arrival = table.arrival_order()
     if order == "shuffle":
-        x = x[np.random.default_rng(seed).permutation(x.shape[0])]
+        # Items in a seeded random order, each item's results together (models left to right).
+        perm = np.random.default_rng(seed).permutation(x.shape[0])
+        x = x[perm]
+        n, kk = x.shape
+        arrival = np.where(np.isnan(x), -1, np.arange(n * kk, dtype=np.int64).reshape(n, kk))
     n_items, k = x.shape
     present = ~np.isnan(x)
-    first_row = np.where(present.any(axis=0), present.argmax(axis=0), n_items)
+    # Models are born at their first result; a pair's items come in the order their second
+    # score arrives.
+    big = np.iinfo(np.int64).max
+    arr = np.where(present, arrival, big)
     birth = np.empty(k, dtype=np.int64)
-    birth[np.lexsort((np.arange(k), first_row))] = np.arange(k)
+    birth[np.lexsort((np.arange(k), arr.min(axis=0)))] = np.arange(k)
     a_first = birth[a_idx] < birth[b_idx]  # A is the pair's first-born model
     lo_col = np.where(a_first, a_idx, b_idx)
     hi_col = np.where(a_first, b_idx, a_idx)
@@ -81,22 +89,28 @@ def anytime_replay(
     log_thr = log_threshold(shares)
 
     paths = PairPaths.empty(m)
-    keys = ("n", "sa", "sb", "saa", "sbb", "sab")
-    sums = {key: np.zeros(m) for key in keys}
-    chunk = max(1, _CHUNK_CELLS // max(m, 1))
-    for start in range(0, n_items, chunk):
-        xa, xb = x[start:start + chunk][:, lo_col], x[start:start + chunk][:, hi_col]
-        both = ~np.isnan(xa) & ~np.isnan(xb)
-        rr, pp = np.nonzero(both)  # row-major: items in replay order
+    zero = np.zeros(m)
+    chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
+    for start in range(0, m, chunk):
+        cols = np.arange(start, min(start + chunk, m))
+        key = np.maximum(arr[:, lo_col[cols]], arr[:, hi_col[cols]])
+        seq = np.argsort(key, axis=0, kind="stable")  # each pair's items in arrival order
+        xa = np.take_along_axis(x[:, lo_col[cols]], seq, axis=0)
+        xb = np.take_along_axis(x[:, hi_col[cols]], seq, axis=0)
+        both = np.take_along_axis(key, seq, axis=0) < big
+        pp, rr = np.nonzero(both.T)  # pair by pair, each in arrival order
         va, vb = xa[rr, pp], xb[rr, pp]
-        d = va - vb
         nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
-        advance(paths, pp.astype(np.int64), d, nonbinary, base_n=sums["n"].copy(),
-                base_s=sums["sa"] - sums["sb"],
-                base_v=sums["saa"] + sums["sbb"] - 2.0 * sums["sab"], log_threshold=log_thr)
-        for key, val in (("n", np.ones_like(va)), ("sa", va), ("sb", vb), ("saa", va * va),
-                         ("sbb", vb * vb), ("sab", va * vb)):
-            sums[key] += np.bincount(pp, weights=val, minlength=m)
+        advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
+                log_threshold=log_thr)
+
+    # The final sums of each pair on its shared items (order does not matter for them).
+    both = present[:, lo_col] & present[:, hi_col]
+    xa0 = np.where(both, x[:, lo_col], 0.0)
+    xb0 = np.where(both, x[:, hi_col], 0.0)
+    sums = {"n": both.sum(axis=0).astype(float), "sa": xa0.sum(axis=0),
+            "sb": xb0.sum(axis=0), "saa": (xa0 * xa0).sum(axis=0),
+            "sbb": (xb0 * xb0).sum(axis=0), "sab": (xa0 * xb0).sum(axis=0)}
 
     # The figures of A − B: swap the sums and flip the path where B was born first.
     swap = ~a_first

@@ -40,6 +40,11 @@ METRIC_NAMES = (
     "llm_monitor_model_flip_rate",
     "llm_monitor_model_flip_pairs",
     "llm_monitor_excluded_items",
+    "llm_monitor_pair_e_threshold",
+    "llm_monitor_ranking_tiers",
+    "llm_monitor_ranking_top_resolved",
+    "llm_monitor_model_rank_low",
+    "llm_monitor_model_rank_high",
 )
 
 CHANGE_KINDS = ("resolution", "ranking")
@@ -168,14 +173,30 @@ class MonitorCollector(Collector):
                 labels=(*_PAIR_LABELS, "kind"),
             ),
             GaugeMetricFamily("llm_monitor_pair_resolved",
-                              "1 when the pair is resolved (anytime, family-corrected), else 0.",
+                              "1 when the pair is resolved (anytime: decided at its first "
+                              "crossing, for good), else 0.",
                               labels=_PAIR_LABELS),
+            GaugeMetricFamily("llm_monitor_pair_e_threshold",
+                              "1/γ: the threshold of the pair's e-process, from its fixed share "
+                              "γ of α.", labels=_PAIR_LABELS),
             GaugeMetricFamily("llm_monitor_ranking_resolved",
                               "1 when every adjacent pair of the ranking is resolved, else 0.",
                               labels=("benchmark",)),
             GaugeMetricFamily("llm_monitor_ranking_unresolved_pairs",
                               "Adjacent pairs of the ranking not yet resolved.",
                               labels=("benchmark",)),
+            GaugeMetricFamily("llm_monitor_ranking_tiers",
+                              "Tiers of the ranking: groups not separated from each other.",
+                              labels=("benchmark",)),
+            GaugeMetricFamily("llm_monitor_ranking_top_resolved",
+                              "1 when the leader is resolved above every other model, else 0.",
+                              labels=("benchmark",)),
+            GaugeMetricFamily("llm_monitor_model_rank_low",
+                              "Best rank the model can have (anytime rank set).",
+                              labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_rank_high",
+                              "Worst rank the model can have (anytime rank set).",
+                              labels=("benchmark", "model")),
             GaugeMetricFamily(
                 "llm_monitor_model_flip_rate",
                 "Share of the model's items right on the original and wrong on the perturbed "
@@ -190,8 +211,9 @@ class MonitorCollector(Collector):
         ]
 
     def collect(self) -> Iterator[Metric]:
-        (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved, flip_rate,
-         flip_pairs, excluded) = self._families()
+        (items, delta, e_value, ratio, resolved, threshold, rk_resolved, rk_unresolved,
+         rk_tiers, rk_top, rank_low, rank_high, flip_rate, flip_pairs,
+         excluded) = self._families()
         for bench in self.monitor.benchmarks():
             excluded.add_metric([bench], float(len(self.monitor.excluded(bench))))
             for model, kinds in self.monitor.stability(bench).items():
@@ -209,6 +231,12 @@ class MonitorCollector(Collector):
                 continue
             rk_resolved.add_metric([bench], 1.0 if table.resolved() else 0.0)
             rk_unresolved.add_metric([bench], float(table.unresolved_pairs()))
+            low, high, tiers = table.rank_sets()
+            rk_tiers.add_metric([bench], float(max(tiers, default=0)))
+            rk_top.add_metric([bench], 1.0 if table.top_resolved() else 0.0)
+            for r, i in enumerate(table.order):
+                rank_low.add_metric([bench, table.models[i]], float(low[r]))
+                rank_high.add_metric([bench, table.models[i]], float(high[r]))
             for view in self.monitor.pair_views(bench, self.which):
                 fig = view.figures
                 labels = [bench, view.model_a, view.model_b]
@@ -220,8 +248,10 @@ class MonitorCollector(Collector):
                     if value is not None:
                         ratio.add_metric([*labels, kind], value)
                 resolved.add_metric(labels, 0.0 if view.verdict == "unresolved" else 1.0)
-        yield from (items, delta, e_value, ratio, resolved, rk_resolved, rk_unresolved,
-                    flip_rate, flip_pairs, excluded)
+                threshold.add_metric(labels, 1.0 / fig.e_alpha)
+        yield from (items, delta, e_value, ratio, resolved, threshold, rk_resolved,
+                    rk_unresolved, rk_tiers, rk_top, rank_low, rank_high, flip_rate,
+                    flip_pairs, excluded)
 
 
 class MonitorsCollector(Collector):

@@ -70,11 +70,12 @@ def _check_matrix(scores: ArrayLike) -> FloatArray:
 def _group_sums(
     x0: FloatArray, m: FloatArray, codes: IntArray, n_groups: int, a: IntArray, b: IntArray,
     *, complete: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Σ_g T_g², Σ_g T_g n_g, Σ_g n_g² and Σ_g T_g²/n_g per pair.
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Σ_g T_g², Σ_g T_g n_g, Σ_g n_g², Σ_g T_g²/n_g and the groups with n_g > 0, per pair.
 
     T_g = Σ_{i∈g, both present} D_i and n_g the shared items in group g.
     """
+    count = np.zeros(a.size)
     st2 = np.zeros(a.size)
     stn = np.zeros(a.size)
     sn2 = np.zeros(a.size)
@@ -91,7 +92,8 @@ def _group_sums(
         sn2 = np.full(a.size, float(np.sum(counts * counts)))
         with np.errstate(divide="ignore", invalid="ignore"):
             st2_over_n = np.sum(np.where(nn > 0, t * t / nn, 0.0), axis=0)
-        return st2, stn, sn2, st2_over_n
+        count = np.full(a.size, float(np.count_nonzero(counts)))
+        return st2, stn, sn2, st2_over_n, count
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(n_groups + 1))
     for g in range(n_groups):
@@ -104,9 +106,10 @@ def _group_sums(
         st2 += t * t
         stn += t * nn
         sn2 += nn * nn
+        count += nn > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             st2_over_n += np.where(nn > 0, t * t / np.where(nn > 0, nn, 1.0), 0.0)
-    return st2, stn, sn2, st2_over_n
+    return st2, stn, sn2, st2_over_n, count
 
 
 def board(
@@ -191,9 +194,10 @@ def board(
     grouped: GroupSums | None = None
     if groups is not None:
         codes, n_groups = _group_codes(groups, n_items)
-        st2, stn, sn2, st2_over_n = _group_sums(x0, m, codes, n_groups, a, b, complete=complete)
+        st2, stn, sn2, st2_over_n, count = _group_sums(x0, m, codes, n_groups, a, b,
+                                                       complete=complete)
         grouped = GroupSums(kind=group_kind, n_groups=n_groups, t2=st2, tn=stn, n2=sn2,
-                            t2_over_n=st2_over_n)
+                            t2_over_n=st2_over_n, count=count)
     sums = PairSums.build(n=n, sa=s_a, sb=s_b, saa=q_a, sbb=q_b, sab=cross[a, b],
                           binary=col_binary[a] & col_binary[b], groups=grouped)
     fig = pair_figures(sums, alpha=alpha, power=power, intervals=False)

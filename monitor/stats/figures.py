@@ -27,8 +27,10 @@ Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1,
 * δ̃ = 0 (no gap): N* = N*_AV = ∞ and q = q_cluster = q_AV = 0. n = 0: additionally
   MDE = ∞, E = 1, the confidence sequence is [−1, 1] and p = 1.
 * Design effect DE = Var_grouped(D̄)/Var_iid(D̄) from the plug-in σ̂_D²; DE = 1 where
-  σ̂_D² = 0 or without groups. q_grouped = n / (N* · DE), and q_grouped = 0 where DE = 0
-  (one cluster holding every paired item: no between-cluster variance can be estimated).
+  σ̂_D² = 0 or without groups. Strata: q_strata = n / (N* · DE). Sampled clusters:
+  q_cluster = n / (N* · max(DE · G/(G − 1), 1)) with G the clusters holding paired items
+  (the small-sample factor of the cluster-robust variance), so q_cluster ≤ q; q_cluster = 0
+  where G = 1 or DE = 0 (no between-cluster variance can be estimated).
 * The e-process of a pair is the exact McNemar mixture when the pair's scores are all 0/1
   (``binary``), else the bounded gamma-exponential mixture; both are functions of (n, S, V).
 * Non-finite figures are written to JSON by :func:`monitor.contracts.wire_float`.
@@ -63,7 +65,8 @@ class GroupSums:
     """Per-pair sums over item groups: T_g = Σ_{i∈g} D_i and n_g the paired items in group g.
 
     ``t2`` = Σ_g T_g², ``tn`` = Σ_g T_g n_g, ``n2`` = Σ_g n_g² (clusters) and ``t2_over_n`` =
-    Σ_g T_g²/n_g (strata). Items without a group count as groups of their own.
+    Σ_g T_g²/n_g (strata); ``count`` = G, the groups holding paired items of the pair. Items
+    without a group count as groups of their own.
     """
 
     kind: GroupKind
@@ -72,10 +75,11 @@ class GroupSums:
     tn: FloatArray
     n2: FloatArray
     t2_over_n: FloatArray
+    count: FloatArray
 
     def take(self, idx: Any) -> GroupSums:
         return replace(self, t2=self.t2[idx], tn=self.tn[idx], n2=self.n2[idx],
-                       t2_over_n=self.t2_over_n[idx])
+                       t2_over_n=self.t2_over_n[idx], count=self.count[idx])
 
 
 @dataclass(frozen=True, eq=False)
@@ -466,7 +470,15 @@ def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: Floa
                             else v - g.t2_over_n, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         de = np.where(ss_total > 0, ss_grouped / np.where(ss_total > 0, ss_total, 1.0), 1.0)
-        return de, _ratio(n, n_star * de)
+        if g.kind == "strata":
+            return de, _ratio(n, n_star * de)
+        # Sampled clusters: the cluster-robust variance with its small-sample factor
+        # G/(G − 1), and never below the i.i.d. one — q_cluster ≤ q. One cluster: no
+        # between-cluster variance can be estimated, q_cluster = 0.
+        factor = np.where(g.count > 1, g.count / np.where(g.count > 1, g.count - 1.0, 1.0),
+                          np.inf)
+        inflation = np.where(de > 0, np.maximum(de * factor, 1.0), np.inf)
+        return de, _ratio(n, n_star * inflation)
 
 
 def _paired_t_p(delta: FloatArray, sigma2: FloatArray, n: FloatArray, student_t: Any

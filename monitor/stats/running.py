@@ -187,7 +187,8 @@ class PairState:
                 t2_over_n = float(np.sum(np.where(c > 0, t * t / np.where(c > 0, c, 1.0), 0.0)))
             groups = GroupSums(kind="cluster", n_groups=c.size, t2=np.array([t @ t]),
                                tn=np.array([t @ c]), n2=np.array([c @ c]),
-                               t2_over_n=np.array([t2_over_n]))
+                               t2_over_n=np.array([t2_over_n]),
+                               count=np.array([float(np.count_nonzero(c))]))
         return PairSums(n=np.array([float(self.n)]), s=np.array([self.s]),
                         v=np.array([self.v]), sa=np.array([self.sa]), sb=np.array([self.sb]),
                         saa=np.array([self.saa]), sbb=np.array([self.sbb]),

@@ -189,6 +189,7 @@ def test_replay_lmeval_samples_and_table(tmp_path: Path) -> None:
             ("EleutherAI/pythia-410m", 6, 0.8333), ("EleutherAI/pythia-160m", 6, 0.5)]
         gsm = srv.get_json("/v1/benchmarks/gsm8k/ranking")[1]
         # First filter in the file (strict-match): right on document 1 only.
-        assert gsm["models"] == [{"model": "EleutherAI/pythia-160m", "mean": 1 / 3, "n": 3}]
+        assert gsm["models"] == [{"model": "EleutherAI/pythia-160m", "mean": 1 / 3, "n": 3,
+                                  "rank": 1, "rank_low": 1, "rank_high": 1, "tier": 1}]
     finally:
         srv.kill()

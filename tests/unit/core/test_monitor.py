@@ -189,7 +189,13 @@ def test_cluster_design_effect_matches_stats_and_first_cluster_wins() -> None:
     assert p["de"] == pytest.approx(ref.de, rel=1e-12)
     sign = 1.0 if p["model_a"] == "a" else -1.0
     assert p["delta"] == pytest.approx(sign * float(np.mean(xa - xb)))
-    assert p["q_cluster"] == pytest.approx(p["q"] / ref.de)  # type: ignore[operator]
+    # q_cluster: the cluster-robust variance with its small-sample factor G/(G − 1), G the
+    # clusters (4 named + 12 unclustered items, each its own), and never above q
+    g_count = len(set(labels))
+    assert g_count == 16
+    assert p["q_cluster"] == pytest.approx(
+        p["q"] / max(ref.de * g_count / (g_count - 1), 1.0))  # type: ignore[operator]
+    assert p["q_cluster"] <= p["q"]  # type: ignore[operator]
 
 
 def test_bounded_scores_use_the_bounded_e_process() -> None:

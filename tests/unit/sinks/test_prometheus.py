@@ -19,7 +19,11 @@ CONTRACT = {
 }
 # Added beside the contract: stability and contamination (issue 5, live part).
 EXTRA = {"llm_monitor_model_flip_rate", "llm_monitor_model_flip_pairs",
-         "llm_monitor_excluded_items"}
+         "llm_monitor_excluded_items",
+         # the resolved ranking: pair thresholds, anytime rank sets and tiers
+         "llm_monitor_pair_e_threshold", "llm_monitor_ranking_tiers",
+         "llm_monitor_ranking_top_resolved", "llm_monitor_model_rank_low",
+         "llm_monitor_model_rank_high"}
 
 
 def ev(item: int, model: str, score: float) -> ItemResult:
@@ -68,6 +72,14 @@ def test_exposes_exactly_the_contract_names() -> None:
         assert value == (0.0 if table.verdict(table.models.index(a), table.models.index(b))
                          == "unresolved" else 1.0)
     assert got["llm_monitor_ranking_unresolved_pairs"][0][1] == float(table.unresolved_pairs())
+    rk = mon.ranking("b")
+    low = {s[0]["model"]: s[1] for s in got["llm_monitor_model_rank_low"]}
+    high = {s[0]["model"]: s[1] for s in got["llm_monitor_model_rank_high"]}
+    assert low == {m["model"]: float(m["rank_low"]) for m in rk["models"]}
+    assert high == {m["model"]: float(m["rank_high"]) for m in rk["models"]}
+    assert all(low[m] <= r + 1 <= high[m] for r, m in enumerate(("a", "b", "c")))
+    assert got["llm_monitor_ranking_tiers"][0][1] == float(rk["tiers"])
+    assert got["llm_monitor_ranking_top_resolved"][0][1] == float(rk["top_resolved"])
     lag = dict((tuple(s[0].items()), s[1]) for s in got["llm_monitor_processing_lag_seconds"])
     assert lag[(("le", "0.0025"),)] == 1.0
 
