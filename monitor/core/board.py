@@ -86,6 +86,9 @@ class BenchmarkState:
         # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
         self.paths = PairPaths.empty(8 * 8)
         self.decided_ts: dict[tuple[int, int], datetime] = {}
+        # Cluster-aware anytime decisions (lo, hi) → (+1: lo better, −1: hi better; paired
+        # items then), taken at evaluations, when the cluster interval first excludes 0.
+        self.cluster_decided: dict[tuple[int, int], tuple[int, int]] = {}
         # (models best first, resolved, tiers) of the last RankingChange
         self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None

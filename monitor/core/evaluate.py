@@ -81,11 +81,34 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     decided = fig.decided.reshape(k, k) if fig.decided is not None else np.zeros((k, k))
     code = decided.astype(np.int8)
     np.fill_diagonal(code, 0)
+    _decide_clusters(state, fig.cs_cluster_low, fig.cs_cluster_high, fig.n)
+    cluster_code = np.zeros((k, k), dtype=np.int8)
+    for (lo, hi), (sign, _) in state.cluster_decided.items():
+        if hi < k:
+            cluster_code[lo, hi], cluster_code[hi, lo] = sign, -sign
     return PairTable(
         models=models, counts=counts, means=means, order=order, m=m,
         family_alpha=fam_alpha, levels=levels, power=config.power,
         sums=sums, figures=fig, code=code, decided_ts=dict(state.decided_ts),
+        cluster_code=cluster_code,
+        cluster_decided_n={p: n for p, (_, n) in state.cluster_decided.items()},
     )
+
+
+def _decide_clusters(state: BenchmarkState, low: np.ndarray | None, high: np.ndarray | None,
+                     n: np.ndarray) -> None:
+    """Record the pairs whose cluster-aware interval excludes 0 for the first time (an
+    evaluation is a stopping time, and the interval is time-uniform: the decision stays)."""
+    if low is None or high is None:
+        return
+    k = state.k
+    lo, hi = np.triu_indices(k, 1)
+    flat = lo * k + hi
+    sign = np.where(low[flat] > 0, 1, np.where(high[flat] < 0, -1, 0))
+    for j in np.flatnonzero(sign).tolist():
+        key = (int(lo[j]), int(hi[j]))
+        if key not in state.cluster_decided:
+            state.cluster_decided[key] = (int(sign[j]), round(float(n[flat[j]])))
 
 
 def _cluster_sums(grams: np.ndarray) -> GroupSums:

@@ -353,8 +353,9 @@ class Monitor:
         pairs.sort()
         now = self._now()
         out: list[Change] = []
-        for _, _, a, b in pairs:
-            view = table.view(a, b)
+        # One kernel call for every changed pair (the intervals need root finding).
+        views = table.views([(a, b) for _, _, a, b in pairs])
+        for (_, _, a, b), view in zip(pairs, views, strict=True):
             out.append(resolution_change(
                 view, change_id=self._take_id(), benchmark=st.name, ts=now,
                 previous=verdict_text(int(old[a, b]), table.models[a], table.models[b]),

@@ -209,6 +209,9 @@ class PairFigures:
     decided: NDArray[np.int8] | None
     decided_n: FloatArray | None
     decided_log_e: FloatArray | None
+    cs_cluster_low: FloatArray | None
+    cs_cluster_high: FloatArray | None
+    n_clusters: FloatArray | None
     alpha: float
     e_alpha: FloatArray
     power: float
@@ -259,6 +262,8 @@ class PairFigures:
             decided=None if self.decided is None else int(self.decided[k]),
             decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
             decided_log_e=at(self.decided_log_e),
+            cs_cluster_low=at(self.cs_cluster_low), cs_cluster_high=at(self.cs_cluster_high),
+            n_clusters=None if self.n_clusters is None else round(float(self.n_clusters[k])),
         )
 
 
@@ -295,6 +300,9 @@ class PairRecord:
     decided: int | None
     decided_n: int | None
     decided_log_e: float | None
+    cs_cluster_low: float | None
+    cs_cluster_high: float | None
+    n_clusters: int | None
 
     @property
     def e_value(self) -> float:
@@ -361,6 +369,7 @@ def pair_figures(
 
     from monitor.stats import eprocess as ep
     from monitor.stats.anytime_size import n_star_anytime
+    from monitor.stats.cluster_cs import cs_cluster
     from monitor.stats.sequential import BOUNDED, MCNEMAR, UNSET, log_e_paths
 
     alpha = _check_level("alpha", alpha)
@@ -439,6 +448,12 @@ def pair_figures(
         q_av = _ratio(n, n_av)
 
     g = sums.groups
+    cs_cl_low = cs_cl_high = None
+    if g is not None and g.kind == "cluster":
+        # The cluster-aware anytime interval (sampled clusters, valid as G grows), beside the
+        # item-level e-process: monitor.stats.cluster_cs.
+        cs_cl_low, cs_cl_high = cs_cluster(n, s, t2=g.t2, tn=g.tn, n2=g.n2,
+                                           n_clusters=g.count, alpha=e_levels)
     return PairFigures(
         n=n, s=s, v=v, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
         binary=binary, n11=n11, n10=n10, n01=n01, n00=n00, n_star=n_star, q=q, mde=mde,
@@ -448,6 +463,8 @@ def pair_figures(
         decided=None if paths is None else paths.decided,
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
+        cs_cluster_low=cs_cl_low, cs_cluster_high=cs_cl_high,
+        n_clusters=None if g is None or g.kind != "cluster" else g.count,
         alpha=alpha, e_alpha=e_levels, power=power,
     )
 
