@@ -340,3 +340,13 @@ def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
             "—" if p["first_resolved_at"] is None else str(p["first_resolved_at"]),
         )
     console.print(table)
+    groups: dict[int, list[str]] = {}
+    for entry in rep["ranking"]:
+        if "anytime_tier" in entry:
+            groups.setdefault(entry["anytime_tier"], []).append(
+                f"{entry['model']} [{entry['anytime_rank_low']}, {entry['anytime_rank_high']}]")
+    if groups:
+        console.print(f"anytime tiers (from the decisions of all {len(rep['ranking'])} models' "
+                      "pairs; ranks in brackets):", highlight=False)
+        for tier, names in groups.items():
+            console.print(f"  {tier}: " + " · ".join(names), highlight=False)

@@ -15,7 +15,9 @@ import numpy as np
 
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
-from monitor.stats.figures import PairSums, pair_figures
+from monitor.stats.board import pair_sums
+from monitor.stats.figures import pair_figures
+from monitor.stats.ranks import rank_sets_from_resolved, tiers
 from monitor.stats.sequential import (
     PairPaths,
     advance,
@@ -104,29 +106,16 @@ def anytime_replay(
         advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
                 log_threshold=log_thr)
 
-    # The final sums of each pair on its shared items (order does not matter for them).
-    both = present[:, lo_col] & present[:, hi_col]
-    xa0 = np.where(both, x[:, lo_col], 0.0)
-    xb0 = np.where(both, x[:, hi_col], 0.0)
-    sums = {"n": both.sum(axis=0).astype(float), "sa": xa0.sum(axis=0),
-            "sb": xb0.sum(axis=0), "saa": (xa0 * xa0).sum(axis=0),
-            "sbb": (xb0 * xb0).sum(axis=0), "sab": (xa0 * xb0).sum(axis=0)}
-
-    # The figures of A − B: swap the sums and flip the path where B was born first.
-    swap = ~a_first
-    sa = np.where(swap, sums["sb"], sums["sa"])
-    sb = np.where(swap, sums["sa"], sums["sb"])
-    saa = np.where(swap, sums["sbb"], sums["saa"])
-    sbb = np.where(swap, sums["saa"], sums["sbb"])
-    col_binary = np.all(~present | (x == 0) | (x == 1), axis=0)
+    # The final figures of A − B: the sums on the shared items (the board's, with the table's
+    # groups; order does not matter for them) and the path, flipped where B was born first.
+    _, _, sums = pair_sums(table.scores, pairs=(a_idx, b_idx), groups=table.groups,
+                           group_kind=table.group_kind or "cluster")
     oriented = paths.take(np.arange(m))
-    sign = np.where(swap, -1, 1)
+    sign = np.where(a_first, 1, -1)
     oriented.switch_s = oriented.switch_s * sign
     oriented.decided = (oriented.decided * sign).astype(np.int8)
-    figures = pair_figures(
-        PairSums.build(n=sums["n"], sa=sa, sb=sb, saa=saa, sbb=sbb, sab=sums["sab"],
-                       binary=col_binary[a_idx] & col_binary[b_idx], paths=oriented),
-        alpha=alpha, power=power, e_alpha=shares)
+    figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
+                           e_alpha=shares)
     return AnytimeReplay(
         order=order, seed=seed, alpha=alpha, rule=rule, planned_models=planned_models,
         figures=figures,
@@ -143,8 +132,32 @@ def with_anytime(
     planned_models: int = 32,
     rule: str = "board",
 ) -> ResolutionReport:
-    """``report`` with the anytime replay of its family's pairs (same α and power)."""
+    """``report`` with the anytime replay of its family's pairs (same α and power), and the
+    anytime rank sets and tiers of every model from the decisions of all pairs."""
     res = report.figures
     replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
                             order=order, seed=seed, planned_models=planned_models, rule=rule)
-    return replace(report, anytime=replay)
+    k = len(table.models)
+    if report.family == "all":
+        everyone, a_all, b_all = replay, res.a, res.b
+    else:
+        present = (~np.isnan(table.scores)).astype(float)
+        a_all, b_all = np.triu_indices(k, 1)
+        shared = (present.T @ present)[a_all, b_all] > 0
+        a_all, b_all = a_all[shared], b_all[shared]
+        everyone = anytime_replay(table, (a_all, b_all), alpha=report.alpha,
+                                  power=report.power, order=order, seed=seed,
+                                  planned_models=planned_models, rule=rule)
+    decided = everyone.figures.decided
+    above = np.zeros((k, k), dtype=bool)
+    if decided is not None:
+        above[a_all[decided > 0], b_all[decided > 0]] = True
+        above[b_all[decided < 0], a_all[decided < 0]] = True
+    index = {name: j for j, name in enumerate(table.models)}
+    order_cols = np.array([index[e.model] for e in report.ranking], dtype=np.int64)
+    ranked = above[np.ix_(order_cols, order_cols)]
+    low, high = rank_sets_from_resolved(ranked)
+    tier = tiers(np.arange(order_cols.size), ranked)
+    rank_sets = {e.model: (int(low[r]), int(high[r]), int(tier[r]))
+                 for r, e in enumerate(report.ranking)}
+    return replace(report, anytime=replace(replay, rank_sets=rank_sets))

@@ -140,6 +140,8 @@ class AnytimeReplay:
     planned_models: int
     figures: PairFigures
     first_resolved_at: tuple[int | None, ...]
+    # Anytime rank sets and tiers of every model (by name), from the decisions of all pairs.
+    rank_sets: dict[str, tuple[int, int, int]] | None = None
 
     @property
     def resolved(self) -> int:
@@ -157,6 +159,8 @@ class AnytimeReplay:
             "resolved_anytime": self.first_resolved_at[k] is not None,
             "anytime_direction": r.decided or 0,
             "first_resolved_at": self.first_resolved_at[k],
+            # sampled clusters, asymptotic in the number of clusters: at the end of the table
+            "cs_cluster_low": r.cs_cluster_low, "cs_cluster_high": r.cs_cluster_high,
         }
 
     def summary(self, binary: bool) -> dict[str, Any]:
@@ -239,6 +243,13 @@ class ResolutionReport:
             entry.update(self.anytime.pair_fields(k))
         return entry
 
+    def _rank_entry(self, entry: RankEntry) -> dict[str, Any]:
+        out = asdict(entry)
+        if self.anytime is not None and self.anytime.rank_sets is not None:
+            low, high, tier = self.anytime.rank_sets[entry.model]
+            out.update(anytime_rank_low=low, anytime_rank_high=high, anytime_tier=tier)
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         """The report as plain JSON-able values (the ``--json`` contract)."""
         res = self.figures
@@ -259,7 +270,7 @@ class ResolutionReport:
             "alpha_per_pair": self.alpha_per_pair, "power": self.power,
             "groups": None if kind is None else {
                 "kind": kind, "column": self.group_column, "n_groups": res.n_groups},
-            "ranking": [asdict(e) for e in self.ranking],
+            "ranking": [self._rank_entry(e) for e in self.ranking],
             "pairs": [self.pair_dict(k) for k in range(len(res))],
             "verdicts": verdicts,
         }

@@ -112,45 +112,17 @@ def _group_sums(
     return st2, stn, sn2, st2_over_n, count
 
 
-def board(
+def pair_sums(
     scores: ArrayLike,
     *,
     pairs: tuple[ArrayLike, ArrayLike] | None = None,
     groups: ArrayLike | None = None,
     group_kind: GroupKind = "cluster",
-    alpha: float = 0.05,
-    power: float = 0.8,
-) -> BoardResult:
-    """Paired figures, p-values and design effects for many pairs of one score matrix.
+) -> tuple[IntArray, IntArray, PairSums]:
+    """The kernel's input for pairs of a score matrix: (a, b, :class:`PairSums`).
 
-    Parameters
-    ----------
-    scores : array_like, shape (n_items, n_models)
-        Scores in [0, 1]; NaN where a model has no result for an item. Each pair is computed
-        on the items both models have.
-    pairs : (a, b) index arrays, optional
-        The pairs to compute (model column indices); default every pair a < b.
-    groups : array_like, shape (n_items,), optional
-        Item group labels (clusters or strata).
-    group_kind : {"cluster", "strata"}
-        ``cluster``: groups are sampled; the cluster-robust
-        Var_cr = Σ_c (Σ_{i∈c}(D_i − D̄))² / N² gives DE = Var_cr / Var_iid.
-        ``strata``: groups are fixed; Var_strat = Σ_h Σ_{i∈h}(D_i − D̄_h)² / N².
-    alpha, power : float
-        Level used for N*, q and MDE (pass a family-adjusted level for multiplicity).
-
-    Returns
-    -------
-    BoardResult
-
-    Examples
-    --------
-    >>> x = np.array([[1, 0], [1, 1], [0, 0], [1, 0]], dtype=float)
-    >>> r = board(x)
-    >>> r.n.tolist(), r.delta.tolist(), r.n10.tolist(), r.n01.tolist()
-    ([4.0], [0.5], [2.0], [0.0])
-    >>> round(float(r.p_value[0]), 3)  # exact McNemar: 2 · P(Bin(2, 1/2) ≤ 0)
-    0.5
+    Same arguments as :func:`board`; every sum is an entry of a Gram matrix over the items
+    both models have.
     """
     x = _check_matrix(scores)
     n_items, k = x.shape
@@ -198,7 +170,50 @@ def board(
                                                        complete=complete)
         grouped = GroupSums(kind=group_kind, n_groups=n_groups, t2=st2, tn=stn, n2=sn2,
                             t2_over_n=st2_over_n, count=count)
-    sums = PairSums.build(n=n, sa=s_a, sb=s_b, saa=q_a, sbb=q_b, sab=cross[a, b],
-                          binary=col_binary[a] & col_binary[b], groups=grouped)
+    return a, b, PairSums.build(n=n, sa=s_a, sb=s_b, saa=q_a, sbb=q_b, sab=cross[a, b],
+                                binary=col_binary[a] & col_binary[b], groups=grouped)
+
+
+def board(
+    scores: ArrayLike,
+    *,
+    pairs: tuple[ArrayLike, ArrayLike] | None = None,
+    groups: ArrayLike | None = None,
+    group_kind: GroupKind = "cluster",
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> BoardResult:
+    """Paired figures, p-values and design effects for many pairs of one score matrix.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n_items, n_models)
+        Scores in [0, 1]; NaN where a model has no result for an item. Each pair is computed
+        on the items both models have.
+    pairs : (a, b) index arrays, optional
+        The pairs to compute (model column indices); default every pair a < b.
+    groups : array_like, shape (n_items,), optional
+        Item group labels (clusters or strata).
+    group_kind : {"cluster", "strata"}
+        ``cluster``: groups are sampled; the cluster-robust
+        Var_cr = Σ_c (Σ_{i∈c}(D_i − D̄))² / N² gives DE = Var_cr / Var_iid.
+        ``strata``: groups are fixed; Var_strat = Σ_h Σ_{i∈h}(D_i − D̄_h)² / N².
+    alpha, power : float
+        Level used for N*, q and MDE (pass a family-adjusted level for multiplicity).
+
+    Returns
+    -------
+    BoardResult
+
+    Examples
+    --------
+    >>> x = np.array([[1, 0], [1, 1], [0, 0], [1, 0]], dtype=float)
+    >>> r = board(x)
+    >>> r.n.tolist(), r.delta.tolist(), r.n10.tolist(), r.n01.tolist()
+    ([4.0], [0.5], [2.0], [0.0])
+    >>> round(float(r.p_value[0]), 3)  # exact McNemar: 2 · P(Bin(2, 1/2) ≤ 0)
+    0.5
+    """
+    a, b, sums = pair_sums(scores, pairs=pairs, groups=groups, group_kind=group_kind)
     fig = pair_figures(sums, alpha=alpha, power=power, intervals=False)
     return BoardResult(a=a, b=b, **{f.name: getattr(fig, f.name) for f in fields(fig)})
