@@ -41,17 +41,22 @@ def ranking_table(benchmark: str, ranking: Mapping[str, Any], *, max_rows: int =
     resolved = bool(ranking.get("resolved"))
     status = "[bold green]resolved[/]" if resolved else (
         f"[yellow]{unresolved} adjacent pair(s) unresolved[/]" if unresolved is not None else "")
-    table = Table(title=f"{benchmark} — {status}", title_justify="left", expand=False)
+    tiers = ranking.get("tiers")
+    status += f" · {tiers} tier(s)" if tiers else ""
+    table = Table(title=f"{benchmark} — {status}", title_justify="left", expand=False,
+                  caption="verdicts are final once resolved (E_n reached 1/γ, the pair's fixed "
+                          "share of α); ranks: the anytime rank set")
     for name, justify in (("#", "right"), ("model", "left"), ("mean", "right"), ("n", "right"),
+                          ("ranks", "right"), ("tier", "right"),
                           ("vs next", "left"), ("pair n", "right"), ("δ̂", "right"),
-                          ("E_n", "right"), ("q_AV", "right")):
+                          ("E_n", "right"), ("1/γ", "right"), ("q_AV", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for rank, row in enumerate(models[:max_rows], start=1):
         name = str(row.get("model"))
         nxt = models[rank]["model"] if rank < len(models) else None
         pair = pairs.get((name, nxt)) or pairs.get((nxt, name)) if nxt is not None else None
         verdict = Text("")
-        cells = ["", "", "", ""]
+        cells = ["", "", "", "", ""]
         if pair is not None:
             v = str(pair.get("verdict", ""))
             if v == f"resolved:{name}":
@@ -62,11 +67,13 @@ def ranking_table(benchmark: str, ranking: Mapping[str, Any], *, max_rows: int =
                 verdict = Text(v, style="yellow")
             cells = [str(pair.get("n", "–")),
                      _fmt(pair.get("delta"), "+.4f"), _e(pair.get("e_value")),
-                     _fmt(pair.get("q_anytime"), ".2f")]
+                     _e(pair.get("e_threshold")), _fmt(pair.get("q_anytime"), ".2f")]
+        low, high = row.get("rank_low"), row.get("rank_high")
+        ranks = "" if low is None else (f"{low}" if low == high else f"{low}–{high}")
         table.add_row(str(rank), name, _fmt(row.get("mean"), ".4f"),
-                      str(row.get("n", "")), verdict, *cells)
+                      str(row.get("n", "")), ranks, str(row.get("tier", "")), verdict, *cells)
     if len(models) > max_rows:
-        table.caption = f"{len(models) - max_rows} more model(s) not shown"
+        table.caption = f"{table.caption}; {len(models) - max_rows} more model(s) not shown"
     return table
 
 
