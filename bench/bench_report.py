@@ -2,8 +2,9 @@
 
 Ours: ``monitor.offline.report.build_report`` (Gram-matrix board + family + Holm) on the whole matrix.
 Peer: a per-pair Python loop calling statsmodels' exact ``mcnemar`` on the 2×2 table plus the
-same per-pair N*, q and cluster design-effect arithmetic in numpy. The peer is timed on a
-random subset of pairs and extrapolated per pair to all 4,950 (said so in the output).
+same per-pair N*, q and cluster design-effect arithmetic in numpy. The peer is timed on all
+4,950 pairs by default; ``--peer-pairs K`` times it on K random pairs and extrapolates per pair
+(the output says which was done).
 
 Run: ``.venv/bin/python -m bench.bench_report`` (single core: BLAS threads pinned to 1).
 """
@@ -125,7 +126,19 @@ def main(argv: list[str] | None = None) -> int:
         raise RuntimeError("board() returned no design effect although groups were given")
     max_p = float(np.max(np.abs(pv - res.p_value[pick])))
     max_de = float(np.max(np.abs(de / res.design_effect[pick] - 1)))
-    max_q = float(np.max(np.abs(q_peer / res.q[pick] - 1)))
+    # q = n / N* is 0 where the sizing estimate of δ is 0 (N* = ∞): a relative difference is
+    # 0/0 there, so those pairs are checked for equality and the ratio is taken elsewhere.
+    q_ours = res.q[pick]
+    both = np.isfinite(q_peer) & np.isfinite(q_ours)
+    zero_peer, zero_ours = both & (q_peer == 0), both & (q_ours == 0)
+    if not np.array_equal(zero_peer, zero_ours):
+        raise AssertionError(f"q = 0 on different pairs: peer {int(zero_peer.sum())}, "
+                             f"ours {int(zero_ours.sum())}, "
+                             f"disagreeing {int((zero_peer != zero_ours).sum())}")
+    if not np.array_equal(np.isfinite(q_peer), np.isfinite(q_ours)):
+        raise AssertionError("q is non-finite on different pairs")
+    cmp_q = both & ~zero_peer
+    max_q = float(np.max(np.abs(q_peer[cmp_q] / q_ours[cmp_q] - 1))) if cmp_q.any() else 0.0
 
     print(f"board: {N_MODELS} models × {N_ITEMS:,} items, {n_pairs:,} pairs, "
           f"{N_CLUSTERS} clusters, 0/1 scores, single core (BLAS threads = 1)")
@@ -134,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peer  per-pair loop, statsmodels mcnemar(exact) + N*/q/DE: {peer_total:.2f} s "
           f"({peer_per_pair * 1e3:.3f} ms/pair, {how})")
     print(f"agreement on those pairs: max |Δp| = {max_p:.1e}, max relative ΔDE = {max_de:.1e}, "
-          f"max relative Δq = {max_q:.1e}")
+          f"max relative Δq = {max_q:.1e} (on {int(cmp_q.sum()):,} pairs with q ≠ 0; "
+          f"q = 0 on the same {int(zero_peer.sum())} pair(s) in both)")
     print(f"ratio peer/ours: {peer_total / ours:.1f}×  (targets: ours ≤ 2 s, ratio ≥ 20×)")
     return 0
 
