@@ -86,9 +86,6 @@ class BenchmarkState:
         # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
         self.paths = PairPaths.empty(8 * 8)
         self.decided_ts: dict[tuple[int, int], datetime] = {}
-        # Cluster-aware anytime decisions (lo, hi) → (+1: lo better, −1: hi better; paired
-        # items then), taken at evaluations, when the cluster interval first excludes 0.
-        self.cluster_decided: dict[tuple[int, int], tuple[int, int]] = {}
         # (models best first, resolved, tiers) of the last RankingChange
         self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None
@@ -247,8 +244,8 @@ class BenchmarkState:
     def grid_paths(self) -> PairPaths:
         """The path state of every ordered pair (a, b) of the k models, flat at a · k + b.
 
-        (a, b) with a > b reads the state of (b, a) seen from b's side: S at the switch and the
-        decision change sign.
+        (a, b) with a > b reads the state of (b, a) seen from b's side: S at the segment start
+        and the decision change sign.
         """
         k, cap = self.k, self.X.shape[1]
         lo, hi = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
@@ -256,7 +253,7 @@ class BenchmarkState:
         flip = (lo > hi).ravel()
         grid = self.paths.take(a * cap + b)
         sign = np.where(flip, -1, 1)
-        grid.switch_s = grid.switch_s * sign
+        grid.start_s = grid.start_s * sign
         grid.decided = (grid.decided * sign).astype(np.int8)
         return grid
 

@@ -53,6 +53,34 @@ def pair_sums(state: BenchmarkState) -> PairSums:
     )
 
 
+def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
+    """The ranking: by mean score, except that a model resolved above another always comes
+    first (a topological order of the decisions, ties broken by mean).
+
+    Means are over each model's own items and decisions over paired items, so with missing
+    items the two can disagree; the displayed rank then stays inside the model's rank set.
+    A cycle of decisions (only possible through a false one) falls back to the mean order.
+    """
+    import heapq
+
+    pos = {m: r for r, m in enumerate(by_mean)}
+    sub = above[np.ix_(by_mean, by_mean)]
+    indegree = sub.sum(axis=0).astype(np.int64)
+    ready = [r for r in range(len(by_mean)) if indegree[r] == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        r = heapq.heappop(ready)
+        out.append(by_mean[r])
+        for c in np.flatnonzero(sub[r]).tolist():
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                heapq.heappush(ready, c)
+    if len(out) < len(by_mean):
+        return tuple(by_mean)
+    return tuple(out) if all(m in pos for m in out) else tuple(by_mean)
+
+
 def pair_levels(k: int, config: CoreConfig) -> np.ndarray:
     """Each ordered pair's share γ_p of α (flat a · k + b; models numbered by arrival)."""
     a, b = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
@@ -69,46 +97,27 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
         means = np.where(counts > 0, np.diag(sums.sa.reshape(k, k)) / counts, np.nan)
     models = tuple(state.models)
     active = [i for i in range(k) if counts[i] > 0]
-    order = tuple(sorted(active, key=lambda i: (-means[i], models[i])))
+    by_mean = sorted(active, key=lambda i: (-means[i], models[i]))
+    order: tuple[int, ...] = ()  # set below, once the decisions are known
 
     # Fixed-N snapshot figures are corrected for the family read now; the anytime verdicts
     # are the path decisions, each at the pair's own fixed share of α.
-    m = family_size(len(order), config.family)
+    m = family_size(len(by_mean), config.family)
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
     levels = pair_levels(k, config)
+    # The live board has no use for fixed-N p-values (its verdicts are the decisions).
     fig = pair_figures(sums, alpha=fam_alpha, power=config.power, e_alpha=levels,
-                       intervals=False)
+                       intervals=False, p_values=False)
     decided = fig.decided.reshape(k, k) if fig.decided is not None else np.zeros((k, k))
     code = decided.astype(np.int8)
     np.fill_diagonal(code, 0)
-    _decide_clusters(state, fig.cs_cluster_low, fig.cs_cluster_high, fig.n)
-    cluster_code = np.zeros((k, k), dtype=np.int8)
-    for (lo, hi), (sign, _) in state.cluster_decided.items():
-        if hi < k:
-            cluster_code[lo, hi], cluster_code[hi, lo] = sign, -sign
+    order = consistent_order(by_mean, code == 1)
     return PairTable(
         models=models, counts=counts, means=means, order=order, m=m,
         family_alpha=fam_alpha, levels=levels, power=config.power,
         sums=sums, figures=fig, code=code, decided_ts=dict(state.decided_ts),
-        cluster_code=cluster_code,
-        cluster_decided_n={p: n for p, (_, n) in state.cluster_decided.items()},
+
     )
-
-
-def _decide_clusters(state: BenchmarkState, low: np.ndarray | None, high: np.ndarray | None,
-                     n: np.ndarray) -> None:
-    """Record the pairs whose cluster-aware interval excludes 0 for the first time (an
-    evaluation is a stopping time, and the interval is time-uniform: the decision stays)."""
-    if low is None or high is None:
-        return
-    k = state.k
-    lo, hi = np.triu_indices(k, 1)
-    flat = lo * k + hi
-    sign = np.where(low[flat] > 0, 1, np.where(high[flat] < 0, -1, 0))
-    for j in np.flatnonzero(sign).tolist():
-        key = (int(lo[j]), int(hi[j]))
-        if key not in state.cluster_decided:
-            state.cluster_decided[key] = (int(sign[j]), round(float(n[flat[j]])))
 
 
 def _cluster_sums(grams: np.ndarray) -> GroupSums:

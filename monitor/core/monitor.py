@@ -43,6 +43,7 @@ from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.sequential import (
     advance,
+    log_e_paths,
     log_threshold,
     pair_number,
     pair_share,
@@ -231,8 +232,20 @@ class Monitor:
             # Excluded items leave the pair sums from the end of the batch on (decisions
             # already taken stay); the batch's own results on them never enter.
             old = st.rows_view(newly_excluded)
+            present = (~np.isnan(old[:, :st.k])).astype(np.float64)
+            lo, hi = np.nonzero(np.triu(present.T @ present > 0, 1))
+            flat = lo * st.X.shape[1] + hi
+            n0, s0, v0 = st.path_sums()
+            p = st.paths
+            log_e_now = log_e_paths(p.kind[flat], n0[flat], s0[flat], v0[flat],
+                                    start_n=p.start_n[flat], start_s=p.start_s[flat],
+                                    start_v=p.start_v[flat], start_log_e=p.start_log_e[flat])
             st.excluded_rows[newly_excluded] = True
             st.fold(newly_excluded, old, st.rows_view(newly_excluded))
+            # The affected pairs' e-processes continue in a new segment from the sums without
+            # the excluded items (the evidence seen so far stays frozen).
+            n1, s1, v1 = st.path_sums()
+            p.restart(flat, log_e_now, n1[flat], s1[flat], v1[flat])
         if acc_rows.size:
             touched = np.unique(acc_rows)
             old = st.rows_view(touched)
@@ -365,7 +378,10 @@ class Monitor:
         st.table_stale = False
         _, _, tiers = table.rank_sets()
         ranking = (tuple(table.models[i] for i in table.order), table.resolved(), tuple(tiers))
-        if ranking != st.last_ranking:
+        # A RankingChange when the tiers (which models are separated from which), the
+        # resolved flag or the leader's separation change — not when tied models swap places
+        # inside a tier, which is noise by definition.
+        if _tier_groups(ranking) != _tier_groups(st.last_ranking):
             st.last_ranking = ranking
             out.append(RankingChange(
                 change_id=self._take_id(), benchmark=st.name, resolved=ranking[1],
@@ -521,3 +537,14 @@ class Monitor:
         if st is None:
             raise KeyError(f"unknown benchmark {benchmark!r}")
         return st
+
+
+def _tier_groups(ranking: tuple[tuple[str, ...], bool, tuple[int, ...]]
+                 ) -> tuple[tuple[frozenset[str], ...], bool]:
+    models, resolved, tiers = ranking
+    groups: dict[int, set[str]] = {}
+    for model, tier in zip(models, tiers, strict=False):
+        groups.setdefault(tier, set()).add(model)
+    if len(tiers) < len(models):  # an older snapshot without tiers: compare the order
+        return tuple(frozenset([m]) for m in models), resolved
+    return tuple(frozenset(groups[t]) for t in sorted(groups)), resolved

@@ -42,8 +42,6 @@ def bench_to_snapshot(st: BenchmarkState) -> dict[str, Any]:
         "paths": {name: getattr(st.paths, name).reshape(cap, cap)[:k, :k].tolist()
                   for name in st.paths.__dataclass_fields__},
         "decided_ts": [[lo, hi, ts.isoformat()] for (lo, hi), ts in st.decided_ts.items()],
-        "cluster_decided": [[lo, hi, sign, n] for (lo, hi), (sign, n)
-                            in st.cluster_decided.items()],
     }
 
 
@@ -88,11 +86,11 @@ def bench_from_snapshot(name: str, b: dict[str, Any]) -> BenchmarkState:
                        tuple(int(t) for t in last[2]) if len(last) > 2 else ())
     cap = st.X.shape[1]
     for name, values in b.get("paths", {}).items():
+        if name not in st.paths.__dataclass_fields__:
+            continue  # a field of an older layout
         target = getattr(st.paths, name).reshape(cap, cap)
         target[:k, :k] = np.asarray(values, dtype=target.dtype).reshape(k, k)
     st.decided_ts = {(int(lo), int(hi)): datetime.fromisoformat(ts)
                      for lo, hi, ts in b.get("decided_ts", [])}
-    st.cluster_decided = {(int(lo), int(hi)): (int(sign), int(n))
-                          for lo, hi, sign, n in b.get("cluster_decided", [])}
     st.table_stale = True
     return st

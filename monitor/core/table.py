@@ -37,8 +37,6 @@ class PairView:
     verdict: str
     figures: PairRecord
     decided_ts: str | None = None  # ISO time of the decision (None while unresolved)
-    cluster_verdict: str | None = None  # the cluster-aware anytime verdict (with clusters)
-    cluster_decided_n: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
@@ -50,10 +48,12 @@ class PairView:
             "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
             "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
             "e_threshold": 1.0 / f.e_alpha,
-            "cluster_anytime": None if self.cluster_verdict is None else {
-                "verdict": self.cluster_verdict, "cs_low": f.cs_cluster_low,
-                "cs_high": f.cs_cluster_high, "clusters": f.n_clusters,
-                "decided_n": self.cluster_decided_n, "assumption": CLUSTER_ASSUMPTION},
+            # A time-uniform interval, read now (not a decision: it emits no change and
+            # keeps no state, so a restart or a batching cannot make it differ).
+            "cluster_anytime": None if f.cs_cluster_low is None else {
+                "cs_low": f.cs_cluster_low, "cs_high": f.cs_cluster_high,
+                "excludes_zero": bool(f.cs_cluster_low > 0 or (f.cs_cluster_high or 0) < 0),
+                "clusters": f.n_clusters, "assumption": CLUSTER_ASSUMPTION},
             "decided": None if not f.decided else {
                 "n": f.decided_n, "e_value": _exp(f.decided_log_e), "ts": self.decided_ts},
         }
@@ -82,8 +82,6 @@ class PairTable:
     figures: PairFigures
     code: NDArray[np.int8]
     decided_ts: dict[tuple[int, int], datetime] = field(default_factory=dict, compare=False)
-    cluster_code: NDArray[np.int8] | None = None
-    cluster_decided_n: dict[tuple[int, int], int] = field(default_factory=dict, compare=False)
     _records: dict[tuple[int, int], PairRecord] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -201,13 +199,8 @@ class PairTable:
         for (a, b), rec in zip(pairs, self.records(pairs), strict=True):
             key = (min(a, b), max(a, b))
             ts = self.decided_ts.get(key)
-            cluster = None
-            if self.cluster_code is not None and rec.cs_cluster_low is not None:
-                cluster = verdict_text(int(self.cluster_code[a, b]), self.models[a],
-                                       self.models[b])
             out.append(PairView(self.models[a], self.models[b], self.verdict(a, b), rec,
-                                None if ts is None else ts.isoformat(), cluster,
-                                self.cluster_decided_n.get(key)))
+                                None if ts is None else ts.isoformat()))
         return out
 
     def view(self, a: int, b: int) -> PairView:

@@ -112,7 +112,7 @@ def anytime_replay(
                            group_kind=table.group_kind or "cluster")
     oriented = paths.take(np.arange(m))
     sign = np.where(a_first, 1, -1)
-    oriented.switch_s = oriented.switch_s * sign
+    oriented.start_s = oriented.start_s * sign
     oriented.decided = (oriented.decided * sign).astype(np.int8)
     figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
                            e_alpha=shares)

@@ -14,7 +14,8 @@ Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1,
 * **Reported estimates** are the plug-in ones: δ̂ = S/n and σ̂_D² = V/n − δ̂² (ddof = 0).
   Rounding cannot make them negative: V is first raised to S²/n (Cauchy–Schwarz) where
   cancellation left it below, and for scores other than 0/1 an n σ̂_D² within the rounding
-  error of the sums (1e-12 × (Σx_A² + Σx_B²)) is 0. With n = 0 both are NaN.
+  error of the sums (1e-12 × (Σx_A² + Σx_B²)) is 0 — and then a |S| within the rounding
+  scale √(n · 1e-12 · (Σx_A² + Σx_B²)) is 0 too. With n = 0 both are NaN.
 * **Sizing estimates** (N*, q, q_cluster, MDE, N*_AV, q_AV) add the pseudo-items of Agresti &
   Min (2005, "Simple improved confidence intervals for comparing matched proportions", Stat.
   Med. 24:729): half an item at D = +1, half at D = −1 and one at D = 0, i.e.
@@ -338,6 +339,7 @@ def pair_figures(
     power: float = 0.8,
     e_alpha: ArrayLike | None = None,
     intervals: bool = True,
+    p_values: bool = True,
 ) -> PairFigures:
     """Every figure of the pairs in ``sums`` (see the module docstring for the conventions).
 
@@ -354,6 +356,8 @@ def pair_figures(
     intervals : bool
         Also solve the confidence sequence and N*_AV (root finding; skip it for a whole board
         and ask for the pairs that are shown).
+    p_values : bool
+        Also compute the fixed-N test's p-value (exact McNemar or paired t); NaN without.
 
     Examples
     --------
@@ -386,7 +390,13 @@ def pair_figures(
     # rounding error of the sums, Σ(D − D̄)² is 0 (0/1 sums are exact integers).
     floor = np.where(pos, s * s / safe, 0.0)
     noise = np.where(sums.binary, 0.0, _ROUNDING * (sums.saa + sums.sbb))
-    v = np.where(sums.v - floor <= noise, floor, sums.v)
+    flat = sums.v - floor <= noise
+    # Where D is constant within rounding, a gap S as small as the rounding scale √(n·noise)
+    # is rounding too (a model against its own scores stored in float32): δ̂ = 0, not a
+    # "certain" nonzero gap.
+    s = np.where(flat & (noise > 0) & (np.abs(s) <= np.sqrt(n * noise)), 0.0, s)
+    floor = np.where(pos, s * s / safe, 0.0)
+    v = np.where(flat, floor, sums.v)
     delta, sigma2 = plugin_estimates(n, s, v)
     d_size, s2_size = sizing_estimates(n, s, v)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -409,12 +419,12 @@ def pair_figures(
     n10 = np.where(binary, sums.sa - sums.sab, 0.0)
     n01 = np.where(binary, sums.sb - sums.sab, 0.0)
     n00 = np.where(binary, n - n11 - n10 - n01, 0.0)
-    p_value = np.ones_like(n)
-    if binary.any():
+    p_value = np.ones_like(n) if p_values else np.full_like(n, np.nan)
+    if p_values and binary.any():
         k10, k01 = np.rint(np.maximum(n10, 0.0)), np.rint(np.maximum(n01, 0.0))
         p_mc = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(k10, k01), k10 + k01, 0.5))
         p_value = np.where(binary, p_mc, p_value)
-    if not binary.all():
+    if p_values and not binary.all():
         p_value = np.where(binary, p_value, _paired_t_p(delta, sigma2, n, student_t))
 
     de, q_grouped = _grouped(sums.groups, n, delta, sigma2, v, n_star)
@@ -423,13 +433,13 @@ def pair_figures(
     if paths is not None:
         # The pair's own e-process (kind fixed at its first item, switch recorded by the path).
         kind = np.where(paths.kind == UNSET, np.where(binary, MCNEMAR, BOUNDED), paths.kind)
-        log_e = log_e_paths(kind, n, s, v, switch_n=paths.switch_n, switch_s=paths.switch_s,
-                            switch_v=paths.switch_v, switch_log_e=paths.switch_log_e)
-        mcnemar = (kind == MCNEMAR) & (paths.switch_n < 0)
+        log_e = log_e_paths(kind, n, s, v, start_n=paths.start_n, start_s=paths.start_s,
+                            start_v=paths.start_v, start_log_e=paths.start_log_e)
+        mcnemar = kind == MCNEMAR
     else:
         kind = np.where(binary, MCNEMAR, BOUNDED)
-        log_e = log_e_paths(kind, n, s, v, switch_n=np.full(n.shape, -1.0), switch_s=0.0,
-                            switch_v=0.0, switch_log_e=0.0)
+        log_e = log_e_paths(kind, n, s, v, start_n=0.0, start_s=0.0, start_v=0.0,
+                            start_log_e=0.0)
         mcnemar = binary
 
     cs_low = cs_high = n_av = q_av = None
@@ -449,7 +459,7 @@ def pair_figures(
 
     g = sums.groups
     cs_cl_low = cs_cl_high = None
-    if g is not None and g.kind == "cluster":
+    if g is not None and g.kind == "cluster" and g.n_groups > 0:
         # The cluster-aware anytime interval (sampled clusters, valid as G grows), beside the
         # item-level e-process: monitor.stats.cluster_cs.
         cs_cl_low, cs_cl_high = cs_cluster(n, s, t2=g.t2, tn=g.tn, n2=g.n2,
@@ -464,7 +474,7 @@ def pair_figures(
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
         cs_cluster_low=cs_cl_low, cs_cluster_high=cs_cl_high,
-        n_clusters=None if g is None or g.kind != "cluster" else g.count,
+        n_clusters=None if g is None or g.kind != "cluster" or g.n_groups == 0 else g.count,
         alpha=alpha, e_alpha=e_levels, power=power,
     )
 
@@ -479,6 +489,9 @@ def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: Floa
              v: FloatArray, n_star: FloatArray) -> tuple[FloatArray | None, FloatArray | None]:
     if g is None:
         return None, None
+    if g.kind == "cluster" and g.n_groups == 0:
+        # No cluster labels: every item is its own cluster, DE = 1 and q_cluster = q.
+        return np.ones_like(n), _ratio(n, n_star)
     d0 = np.where(n > 0, delta, 0.0)
     ss_total = np.where(n > 0, sigma2, 0.0) * n  # Σ (D_i − D̄)²
     # Clusters: Σ_c (T_c − n_c D̄)², expanded so that only per-group sums are needed.

@@ -20,7 +20,8 @@ reads it (docs/anytime.md, "One guarantee for the life of the board"):
   McNemar pair later meets a score other than 0/1, its e-value is frozen there and continued
   by the bounded mixture on the items that follow (the product of two e-processes, the
   second started at a stopping time, is again an e-process); other models' scores never
-  change it.
+  change it. Excluding items (leak flags) starts a new segment the same way: the evidence
+  seen so far stays frozen, the excluded items never enter what follows.
 
 :func:`advance` is the one implementation of the sequential part, called by the live core on
 each batch's new paired items and by ``report --anytime``'s replay on the table's rows, so
@@ -90,57 +91,67 @@ def pair_share(p: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
 class PairPaths:
     """Per-pair sequential state, one entry per pair (arrays owned and grown by the caller).
 
-    ``kind``: UNSET until the first paired item, then MCNEMAR or BOUNDED. ``switch_n`` ≥ 0
-    marks a McNemar pair continued by the bounded mixture after ``switch_n`` items, where its
-    sums were (``switch_s``, ``switch_v``) and its log e-value ``switch_log_e``. ``decided`` is
-    +1 (the first model of the pair resolved better), −1 (the second) or 0; ``decided_n`` and
-    ``decided_log_e`` record the paired items and log E_n at the decision.
+    A pair's e-process is a product of segments: the current one runs the mixture ``kind``
+    (UNSET until the first paired item, then MCNEMAR or BOUNDED) on the items since its start
+    — sums n − ``start_n``, S − ``start_s``, V − ``start_v`` — and the earlier ones are
+    frozen into ``start_log_e``. A new segment starts, at a stopping time, when a McNemar
+    pair meets a score other than 0/1 (it continues with the bounded mixture) and when items
+    are excluded from the pair's sums (the evidence already seen stays in the frozen part;
+    the removed items never enter the new segment). ``decided`` is +1 (the first model of the
+    pair resolved better), −1 (the second) or 0; ``decided_n`` and ``decided_log_e`` record
+    the paired items and log E_n at the decision.
     """
 
     kind: NDArray[np.int8]
-    switch_n: FloatArray
-    switch_s: FloatArray
-    switch_v: FloatArray
-    switch_log_e: FloatArray
+    start_n: FloatArray
+    start_s: FloatArray
+    start_v: FloatArray
+    start_log_e: FloatArray
     decided: NDArray[np.int8]
     decided_n: FloatArray
     decided_log_e: FloatArray
 
     @classmethod
     def empty(cls, size: int) -> PairPaths:
-        return cls(kind=np.zeros(size, np.int8), switch_n=np.full(size, -1.0),
-                   switch_s=np.zeros(size), switch_v=np.zeros(size),
-                   switch_log_e=np.zeros(size), decided=np.zeros(size, np.int8),
+        return cls(kind=np.zeros(size, np.int8), start_n=np.zeros(size),
+                   start_s=np.zeros(size), start_v=np.zeros(size),
+                   start_log_e=np.zeros(size), decided=np.zeros(size, np.int8),
                    decided_n=np.zeros(size), decided_log_e=np.zeros(size))
 
     def take(self, idx: ArrayLike) -> PairPaths:
         return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
 
+    def restart(self, idx: IntArray, log_e_now: FloatArray, n: FloatArray, s: FloatArray,
+                v: FloatArray) -> None:
+        """Start a new segment of pairs ``idx`` at (n, S, V), freezing ``log_e_now``."""
+        self.start_log_e[idx] = log_e_now
+        self.start_n[idx] = n
+        self.start_s[idx] = s
+        self.start_v[idx] = v
+
 
 def log_e_paths(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
-                switch_n: ArrayLike, switch_s: ArrayLike, switch_v: ArrayLike,
-                switch_log_e: ArrayLike) -> FloatArray:
-    """log E_n of pairs in the states (n, S, V) given their kind and switch (vectorised).
+                start_n: ArrayLike, start_s: ArrayLike, start_v: ArrayLike,
+                start_log_e: ArrayLike) -> FloatArray:
+    """log E_n of pairs in the states (n, S, V): the frozen segments plus the current one.
 
-    A McNemar pair without a switch has only 0/1 items, so n10 = (V + S)/2, n01 = (V − S)/2.
+    The current segment's items are all 0/1 when it is McNemar's, so n10 = (ΔV + ΔS)/2 and
+    n01 = (ΔV − ΔS)/2 on its sums.
     """
     k = np.asarray(kind)
-    nn, ss, vv = (np.asarray(x, dtype=float) for x in (n, s, v))
-    sw_n = np.asarray(switch_n, dtype=float)
-    out = np.zeros(np.broadcast(k, nn).shape)
-    plain_mc = (k == MCNEMAR) & (sw_n < 0)
-    if plain_mc.any():
-        out = np.where(plain_mc, ep.log_e_mcnemar(np.maximum((vv + ss) / 2.0, 0.0),
-                                                  np.maximum((vv - ss) / 2.0, 0.0)), out)
-    switched = (k == MCNEMAR) & (sw_n >= 0)
-    if switched.any():
-        rest = ep.log_e_bounded(np.maximum(nn - sw_n, 0.0), ss - np.asarray(switch_s),
-                                np.maximum(vv - np.asarray(switch_v), 0.0))
-        out = np.where(switched, np.asarray(switch_log_e) + rest, out)
+    dn = np.asarray(n, dtype=float) - np.asarray(start_n, dtype=float)
+    ds = np.asarray(s, dtype=float) - np.asarray(start_s, dtype=float)
+    dv = np.maximum(np.asarray(v, dtype=float) - np.asarray(start_v, dtype=float), 0.0)
+    dn, ds, dv, k = np.broadcast_arrays(dn, ds, dv, k)
+    out = np.zeros(dn.shape)
+    mc = k == MCNEMAR
+    if mc.any():
+        out = np.where(mc, ep.log_e_mcnemar(np.maximum((dv + ds) / 2.0, 0.0),
+                                            np.maximum((dv - ds) / 2.0, 0.0)), out)
     bounded = k == BOUNDED
     if bounded.any():
-        out = np.where(bounded, ep.log_e_bounded(nn, ss, np.maximum(vv, 0.0)), out)
-    return np.where(nn > 0, out, 0.0)
+        out = np.where(bounded, ep.log_e_bounded(np.maximum(dn, 0.0), ds, dv), out)
+    return np.asarray(start_log_e, dtype=float) + np.where(dn > 0, out, 0.0)
 
 
 def advance(
@@ -199,34 +210,41 @@ def advance(
     s = base_s[g] + cs - before_s
     v = base_v[g] + cv - before_v
 
-    # A McNemar pair meeting its first score other than 0/1 is frozen just before that item.
+    # A McNemar pair meeting its first score other than 0/1 freezes its e-value just before
+    # that item and continues with the bounded mixture: items from there on read the new
+    # segment.
     kind = paths.kind[g]
-    open_mc = (kind == MCNEMAR) & (paths.switch_n[g] < 0) & nb
-    if open_mc.any():
-        hit = np.flatnonzero(open_mc)
-        first_hit = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
-        at = first_hit
+    seg_n, seg_s, seg_v, seg_le = (paths.start_n[g], paths.start_s[g], paths.start_v[g],
+                                   paths.start_log_e[g])
+    hit_mc = (kind == MCNEMAR) & nb
+    if hit_mc.any():
+        hit = np.flatnonzero(hit_mc)
+        at = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]  # first such item of each pair
         prev_n, prev_s, prev_v = n[at] - 1.0, s[at] - dd[at], v[at] - dd[at] * dd[at]
         pairs_hit = g[at]
-        paths.switch_n[pairs_hit] = prev_n
-        paths.switch_s[pairs_hit] = prev_s
-        paths.switch_v[pairs_hit] = prev_v
-        paths.switch_log_e[pairs_hit] = np.where(
-            prev_n > 0, ep.log_e_mcnemar(np.maximum((prev_v + prev_s) / 2.0, 0.0),
-                                         np.maximum((prev_v - prev_s) / 2.0, 0.0)), 0.0)
+        frozen = log_e_paths(np.full(at.size, MCNEMAR), prev_n, prev_s, prev_v,
+                             start_n=paths.start_n[pairs_hit], start_s=paths.start_s[pairs_hit],
+                             start_v=paths.start_v[pairs_hit],
+                             start_log_e=paths.start_log_e[pairs_hit])
+        paths.restart(pairs_hit, frozen, prev_n, prev_s, prev_v)
+        paths.kind[pairs_hit] = BOUNDED
+        # items of those pairs at or after the switch read the new segment
+        switch_at = np.full(int(g.max()) + 1, np.inf)
+        switch_at[pairs_hit] = n[at]
+        after = n >= switch_at[g]
+        kind = np.where(after, BOUNDED, kind)
+        seg_n = np.where(after, paths.start_n[g], seg_n)
+        seg_s = np.where(after, paths.start_s[g], seg_s)
+        seg_v = np.where(after, paths.start_v[g], seg_v)
+        seg_le = np.where(after, paths.start_log_e[g], seg_le)
 
     undecided = paths.decided[g] == 0
     if not undecided.any():
         return np.zeros(0, dtype=np.int64)
     sel = np.flatnonzero(undecided)
     gs = g[sel]
-    # Items of a McNemar pair before its switch point read the McNemar mixture.
-    sw_n = paths.switch_n[gs]
-    before_switch = (sw_n >= 0) & (n[sel] <= sw_n)
-    log_e = log_e_paths(paths.kind[gs], n[sel], s[sel], v[sel],
-                        switch_n=np.where(before_switch, -1.0, sw_n),
-                        switch_s=paths.switch_s[gs], switch_v=paths.switch_v[gs],
-                        switch_log_e=paths.switch_log_e[gs])
+    log_e = log_e_paths(kind[sel], n[sel], s[sel], v[sel], start_n=seg_n[sel],
+                        start_s=seg_s[sel], start_v=seg_v[sel], start_log_e=seg_le[sel])
     crossed = (log_e >= log_threshold[gs]) & (s[sel] != 0.0)
     if not crossed.any():
         return np.zeros(0, dtype=np.int64)

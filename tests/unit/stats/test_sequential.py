@@ -16,7 +16,7 @@ def _scalar_path(items: list[tuple[float, bool]], log_thr: float) -> dict[str, f
     kind = sq.UNSET
     n = s = v = 0.0
     sw: tuple[float, float, float, float] | None = None
-    out = {"kind": 0.0, "decided": 0.0, "n": 0.0, "log_e": 0.0, "switch_n": -1.0}
+    out = {"kind": 0.0, "decided": 0.0, "n": 0.0, "log_e": 0.0, "switch_n": 0.0}
     for d, nonbinary in items:
         if kind == sq.UNSET:
             kind = sq.BOUNDED if nonbinary else sq.MCNEMAR
@@ -32,8 +32,8 @@ def _scalar_path(items: list[tuple[float, bool]], log_thr: float) -> dict[str, f
             log_e = sw[3] + float(ep.log_e_bounded(n - sw[0], s - sw[1], v - sw[2]))
         if out["decided"] == 0 and log_e >= log_thr and s != 0:
             out.update(decided=math.copysign(1.0, s), n=n, log_e=log_e)
-    out["kind"] = float(kind)
-    out["switch_n"] = -1.0 if sw is None else sw[0]
+    out["kind"] = float(kind if sw is None else sq.BOUNDED)  # the current segment's mixture
+    out["switch_n"] = 0.0 if sw is None else sw[0]
     return out
 
 
@@ -75,13 +75,13 @@ def test_advance_in_any_batching_equals_the_item_by_item_definition(seed: int) -
         idx = np.flatnonzero(pair == p)
         ref = _scalar_path([(float(d[i]), bool(nonbinary[i])) for i in idx], float(log_thr[p]))
         assert paths.kind[p] == ref["kind"]
-        assert paths.switch_n[p] == ref["switch_n"]
+        assert paths.start_n[p] == ref["switch_n"]
         assert paths.decided[p] == ref["decided"], p
         if ref["decided"]:
             assert paths.decided_n[p] == ref["n"]
             assert paths.decided_log_e[p] == pytest.approx(ref["log_e"], rel=1e-12, abs=1e-12)
     assert sorted(decided_total) == [p for p in range(n_pairs) if paths.decided[p] != 0]
-    assert any(paths.decided != 0) and any(paths.switch_n >= 0)
+    assert any(paths.decided != 0) and any(paths.start_n > 0)
 
 
 def test_shares_spend_alpha_over_a_board_of_any_size() -> None:
