@@ -216,32 +216,55 @@ class ResolutionReport:
 
     def pair_dict(self, k: int) -> dict[str, Any]:
         """The JSON object of pair ``k``."""
+        return self.pair_dicts([k])[0]
+
+    def pair_dicts(self, ks: list[int] | None = None) -> list[dict[str, Any]]:
+        """The JSON objects of pairs ``ks`` (default all), built column by column."""
         res = self.figures
-        r = res.record(k)
-        ia, ib = int(res.a[k]), int(res.b[k])
-        entry: dict[str, Any] = {
-            "model_a": self.models[ia], "model_b": self.models[ib],
-            "rank_a": self.rank[ia], "rank_b": self.rank[ib],
-            "n": r.n, "mean_a": r.mean_a, "mean_b": r.mean_b, "delta": r.delta,
-            "sigma_d2": r.sigma_d2, "rho": r.rho, "n_star": _ceil(r.n_star),
-            "n_star_exact": r.n_star, "q": r.q, "mde": r.mde, "design_effect": None,
-            "n_star_cluster": None, "q_cluster": None, "q_strata": None,
-            "p_value": r.p_value, "p_adjusted": float(self.p_adjusted[k]),
-            "resolved": bool(r.q >= 1.0), "resolved_cluster": None, "resolved_strata": None,
-            "significant": bool(self.p_adjusted[k] < self.alpha),
+        idx = np.arange(len(res)) if ks is None else np.asarray(ks, dtype=np.int64)
+
+        def col(x: Any) -> list[Any]:
+            return np.asarray(x)[idx].tolist()
+
+        n, n_star, q = col(res.n), col(res.n_star), col(res.q)
+        p_adj = col(self.p_adjusted)
+        columns = {
+            "mean_a": col(res.mean_a), "mean_b": col(res.mean_b), "delta": col(res.delta),
+            "sigma_d2": col(res.sigma_d2), "rho": col(res.rho), "mde": col(res.mde),
+            "p_value": col(res.p_value),
         }
-        if r.binary:
-            entry.update(n11=r.n11, n10=r.n10, n01=r.n01, n00=r.n00)
-        if r.design_effect is not None and r.q_grouped is not None:
-            entry["design_effect"] = r.design_effect
-            if r.group_kind == "cluster":
-                entry.update(n_star_cluster=_ceil(r.n_star * r.design_effect),
-                             q_cluster=r.q_grouped, resolved_cluster=bool(r.q_grouped >= 1.0))
-            else:
-                entry.update(q_strata=r.q_grouped, resolved_strata=bool(r.q_grouped >= 1.0))
-        if self.anytime is not None:
-            entry.update(self.anytime.pair_fields(k))
-        return entry
+        binary = col(res.binary)
+        cells = [col(np.rint(c).astype(np.int64)) for c in (res.n11, res.n10, res.n01, res.n00)]
+        de = None if res.design_effect is None else col(res.design_effect)
+        qg = None if res.q_grouped is None else col(res.q_grouped)
+        a_idx, b_idx = col(res.a), col(res.b)
+        out = []
+        for j, k in enumerate(idx.tolist()):
+            ia, ib = a_idx[j], b_idx[j]
+            entry: dict[str, Any] = {
+                "model_a": self.models[ia], "model_b": self.models[ib],
+                "rank_a": self.rank[ia], "rank_b": self.rank[ib], "n": round(n[j]),
+                **{key: values[j] for key, values in columns.items() if key != "p_value"},
+                "n_star": _ceil(n_star[j]), "n_star_exact": n_star[j], "q": q[j],
+                "design_effect": None, "n_star_cluster": None, "q_cluster": None,
+                "q_strata": None, "p_value": columns["p_value"][j], "p_adjusted": p_adj[j],
+                "resolved": q[j] >= 1.0, "resolved_cluster": None, "resolved_strata": None,
+                "significant": p_adj[j] < self.alpha,
+            }
+            if binary[j]:
+                entry.update(n11=cells[0][j], n10=cells[1][j], n01=cells[2][j], n00=cells[3][j])
+            if de is not None and qg is not None:
+                entry["design_effect"] = de[j]
+                if res.group_kind == "cluster":
+                    # N*_cluster = N* · max(DE · G/(G − 1), 1) = n / q_cluster
+                    entry.update(n_star_cluster=_ceil(n[j] / qg[j]) if qg[j] > 0 else math.inf,
+                                 q_cluster=qg[j], resolved_cluster=qg[j] >= 1.0)
+                else:
+                    entry.update(q_strata=qg[j], resolved_strata=qg[j] >= 1.0)
+            if self.anytime is not None:
+                entry.update(self.anytime.pair_fields(k))
+            out.append(entry)
+        return out
 
     def _rank_entry(self, entry: RankEntry) -> dict[str, Any]:
         out = asdict(entry)
@@ -271,7 +294,7 @@ class ResolutionReport:
             "groups": None if kind is None else {
                 "kind": kind, "column": self.group_column, "n_groups": res.n_groups},
             "ranking": [self._rank_entry(e) for e in self.ranking],
-            "pairs": [self.pair_dict(k) for k in range(len(res))],
+            "pairs": self.pair_dicts(),
             "verdicts": verdicts,
         }
         if self.selection is not None:

@@ -188,10 +188,11 @@ def advance(
     """
     if pair.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(pair, kind="stable")
-    g = pair[order]
-    dd = d[order]
-    nb = nonbinary[order]
+    if pair.size > 1 and np.all(pair[1:] >= pair[:-1]):
+        g, dd, nb = pair, d, nonbinary  # already grouped by pair (a replay): no sort
+    else:
+        order = np.argsort(pair, kind="stable")
+        g, dd, nb = pair[order], d[order], nonbinary[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     groups = g[starts]
     sizes = np.diff(np.r_[starts, g.size])
@@ -238,7 +239,8 @@ def advance(
         seg_v = np.where(after, paths.start_v[g], seg_v)
         seg_le = np.where(after, paths.start_log_e[g], seg_le)
 
-    undecided = paths.decided[g] == 0
+    # Only undecided pairs can cross, and a McNemar segment only moves at discordant items.
+    undecided = (paths.decided[g] == 0) & ~((kind == MCNEMAR) & (dd == 0.0))
     if not undecided.any():
         return np.zeros(0, dtype=np.int64)
     sel = np.flatnonzero(undecided)
