@@ -42,6 +42,7 @@ from monitor.core.evaluate import evaluate
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.sequential import (
+    MCNEMAR,
     advance,
     log_e_paths,
     log_threshold,
@@ -291,14 +292,20 @@ class Monitor:
             nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_j != 0.0) & (x_j != 1.0)
             parts.append((lo * cap + hi, d, nonbinary))
         pair = np.concatenate([p[0] for p in parts])
+        d = np.concatenate([p[1] for p in parts])
+        nonbinary = np.concatenate([p[2] for p in parts])
+        # A decided pair's items matter only where they start a new segment (its displayed
+        # e-value); everything else about it is settled.
+        paths = st.paths
+        switching = np.unique(pair[(paths.kind[pair] == MCNEMAR) & nonbinary])
+        live = (paths.decided[pair] == 0) | np.isin(pair, switching)
+        if not live.all():
+            pair, d, nonbinary = pair[live], d[live], nonbinary[live]
         if pair.size == 0:
             return
         base_n, base_s, base_v = st.path_sums()
-        decided = advance(
-            st.paths, pair, np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), base_n=base_n, base_s=base_s,
-            base_v=base_v, log_threshold=self._log_thresholds(cap),
-        )
+        decided = advance(paths, pair, d, nonbinary, base_n=base_n, base_s=base_s,
+                          base_v=base_v, log_threshold=self._log_thresholds(cap))
         now = self._now()
         for flat in decided.tolist():
             st.decided_ts[(flat // cap, flat % cap)] = now
