@@ -1,15 +1,10 @@
-"""Pair statistics, e-values and verdicts of one benchmark, vectorised over all pairs.
+"""Pair statistics, decisions and the ranking of one benchmark, vectorised over all pairs.
 
-Verdicts are evaluated at batch boundaries. A batch boundary is a stopping time of the
-stream (whether to look again never depends on future results), so Ville's inequality
-still bounds the chance that an e-process under δ = 0 ever crosses its threshold; looking
-less often than after every item only delays crossings. The per-item crossing is what
-``llm-monitor report --anytime`` computes offline.
-
-Family correction: with m pairs in the family (``adjacent``: m = k − 1; ``all``:
-m = k(k − 1)/2, k the models ranked), the anytime verdict is e-Bonferroni — a pair is
-resolved when E_n ≥ m/α — and its confidence sequence is at level α/m. The fixed-N figures
-(q, q_cluster, MDE) use ``family_alpha(α, m, method=correction)``.
+The anytime verdicts are the decisions the sequential pass took item by item
+(:mod:`monitor.stats.sequential`): each pair at its fixed share γ_p of α, resolved at its first
+crossing of 1/γ_p, for good. Evaluating reads them; how often it happens changes nothing.
+The fixed-N snapshot figures (q, q_cluster, MDE) use ``family_alpha(α, m, method=correction)``
+over the family read now (``adjacent``: m = k − 1; ``all``: m = k(k − 1)/2).
 
 Every figure comes from the pair kernel (:func:`monitor.stats.figures.pair_figures`), the
 same function the offline report calls. Items without a cluster label count as clusters of

@@ -1,4 +1,5 @@
-"""Multiplicity with e-values: e-Bonferroni (FWER) and e-BH (FDR) over a family of pairs.
+"""Multiplicity with e-values: e-BH (FDR) over a family of pairs (the board's FWER rule is
+the online Bonferroni of :mod:`monitor.stats.sequential`).
 
 Both are valid under arbitrary dependence between the e-values (Wang & Ramdas 2022), and,
 applied to e-processes, at any stopping time.
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["e_bh", "e_bonferroni"]
+__all__ = ["e_bh"]
 
 
 def _check(e: ArrayLike, alpha: float) -> np.ndarray:
@@ -21,26 +22,6 @@ def _check(e: ArrayLike, alpha: float) -> np.ndarray:
     if np.any(np.isnan(arr)) or np.any(arr < 0):
         raise ValueError("`e` must hold nonnegative e-values without NaN")
     return arr
-
-
-def e_bonferroni(e: ArrayLike, *, alpha: float = 0.05, m: int | None = None) -> Any:
-    """Reject where E ≥ m/α: family-wise error ≤ α over a family of m e-values.
-
-    ``m`` defaults to the number of e-values given; pass it when ``e`` holds more entries than
-    the family (the live core passes its whole grid of pairs with m = the family's size).
-
-    Examples
-    --------
-    >>> e_bonferroni([100.0, 50.0, 1.0], alpha=0.05).tolist()
-    [True, False, False]
-    >>> e_bonferroni([100.0, 50.0, 1.0], alpha=0.05, m=2).tolist()
-    [True, True, False]
-    """
-    arr = _check(e, alpha)
-    size = arr.size if m is None else int(m)
-    if size < 1:
-        return np.zeros(arr.shape, dtype=bool)
-    return arr >= size / alpha
 
 
 def e_bh(e: ArrayLike, *, alpha: float = 0.05) -> Any:
