@@ -255,6 +255,10 @@ class BenchmarkState:
         sign = np.where(flip, -1, 1)
         grid.start_s = grid.start_s * sign
         grid.decided = (grid.decided * sign).astype(np.int8)
+        # seen from the other model, the two one-sided e-processes trade places
+        grid.start_log_plus, grid.start_log_minus = (
+            np.where(flip, grid.start_log_minus, grid.start_log_plus),
+            np.where(flip, grid.start_log_plus, grid.start_log_minus))
         return grid
 
 

@@ -44,7 +44,7 @@ from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.sequential import (
     MCNEMAR,
     advance,
-    log_e_paths,
+    log_e_sides,
     log_threshold,
     pair_number,
     pair_share,
@@ -238,15 +238,17 @@ class Monitor:
             flat = lo * st.X.shape[1] + hi
             n0, s0, v0 = st.path_sums()
             p = st.paths
-            log_e_now = log_e_paths(p.kind[flat], n0[flat], s0[flat], v0[flat],
+            sides_now = log_e_sides(p.kind[flat], n0[flat], s0[flat], v0[flat],
                                     start_n=p.start_n[flat], start_s=p.start_s[flat],
-                                    start_v=p.start_v[flat], start_log_e=p.start_log_e[flat])
+                                    start_v=p.start_v[flat],
+                                    start_log_plus=p.start_log_plus[flat],
+                                    start_log_minus=p.start_log_minus[flat])
             st.excluded_rows[newly_excluded] = True
             st.fold(newly_excluded, old, st.rows_view(newly_excluded))
             # The affected pairs' e-processes continue in a new segment from the sums without
             # the excluded items (the evidence seen so far stays frozen).
             n1, s1, v1 = st.path_sums()
-            p.restart(flat, log_e_now, n1[flat], s1[flat], v1[flat])
+            p.restart(flat, sides_now, n1[flat], s1[flat], v1[flat])
         if acc_rows.size:
             touched = np.unique(acc_rows)
             old = st.rows_view(touched)

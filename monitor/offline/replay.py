@@ -114,6 +114,10 @@ def anytime_replay(
     sign = np.where(a_first, 1, -1)
     oriented.start_s = oriented.start_s * sign
     oriented.decided = (oriented.decided * sign).astype(np.int8)
+    # seen from the other model, the two one-sided e-processes trade places
+    oriented.start_log_plus, oriented.start_log_minus = (
+        np.where(sign < 0, oriented.start_log_minus, oriented.start_log_plus),
+        np.where(sign < 0, oriented.start_log_plus, oriented.start_log_minus))
     figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
                            e_alpha=shares)
     return AnytimeReplay(

@@ -42,7 +42,9 @@ __all__ = [
     "cs_bounded",
     "cs_mcnemar",
     "log_e_bounded",
+    "log_e_bounded_sides",
     "log_e_mcnemar",
+    "log_e_mcnemar_sides",
     "mixture_rho",
 ]
 
@@ -216,6 +218,58 @@ def log_e_bounded(
     lp = _log_gamma_exp_side(sc / c_plus, vc / (c_plus * c_plus), rho)
     lm = _log_gamma_exp_side(-sc / c_minus, vc / (c_minus * c_minus), rho)
     return np.logaddexp(lp, lm) - _LOG2
+
+
+def log_e_mcnemar_sides(
+    n10: ArrayLike, n01: ArrayLike, *, v_opt: float = V_OPT, alpha_opt: float = ALPHA_OPT
+) -> tuple[Any, Any]:
+    """The two one-sided halves (log E₊, log E₋) of the McNemar mixture, E = (E₊ + E₋)/2.
+
+    E₊ mixes the likelihood ratio over θ > 1/2 only (prior renormalised), so it is a
+    supermartingale whenever θ ≤ 1/2 (A not better): E₊ = 2 E · P(θ > 1/2 | data) with the
+    Beta(a + n10, a + n01) posterior; E₋ is its mirror.
+
+    Examples
+    --------
+    >>> p, m = log_e_mcnemar_sides(30, 10)
+    >>> bool(p > m), round(float(np.logaddexp(p, m) - math.log(2.0) - log_e_mcnemar(30, 10)), 9)
+    (True, 0.0)
+    """
+    from scipy.special import betainc
+
+    a10 = np.asarray(n10, dtype=float)
+    a01 = np.asarray(n01, dtype=float)
+    a = _prior_a(v_opt, alpha_opt)
+    log_e = log_e_mcnemar(a10, a01, v_opt=v_opt, alpha_opt=alpha_opt)
+    with np.errstate(divide="ignore"):
+        # P(θ > 1/2) = I_{1/2}(a + n01, a + n10) by the symmetry of the regularised beta.
+        plus = log_e + _LOG2 + np.log(betainc(a + a01, a + a10, 0.5))
+        minus = log_e + _LOG2 + np.log(betainc(a + a10, a + a01, 0.5))
+    return plus, minus
+
+
+def log_e_bounded_sides(
+    n: ArrayLike, s: ArrayLike, v: ArrayLike, *, v_opt: float = V_OPT,
+    alpha_opt: float = ALPHA_OPT,
+) -> tuple[Any, Any]:
+    """The two one-sided halves (log E₊, log E₋) of :func:`log_e_bounded` at δ = 0.
+
+    E₊ is a supermartingale whenever E[D] ≤ 0 (A not better), E₋ whenever E[D] ≥ 0.
+
+    Examples
+    --------
+    >>> p, m = log_e_bounded_sides(2000, 150.0, 600.0)
+    >>> bool(p > m), round(float(np.logaddexp(p, m) - math.log(2.0)
+    ...                          - log_e_bounded(2000, 150.0, 600.0)), 9)
+    (True, 0.0)
+    """
+    nn = np.asarray(n, dtype=float)
+    ss = np.asarray(s, dtype=float)
+    vv = np.asarray(v, dtype=float)
+    if np.any(nn < 0) or np.any(vv < 0):
+        raise ValueError("`n` and `v` must be nonnegative")
+    rho = mixture_rho(v_opt=v_opt, alpha_opt=alpha_opt)
+    return _log_gamma_exp_side(ss, vv, rho), _log_gamma_exp_side(-ss, vv, rho)
 
 
 def cs_bounded(

@@ -434,12 +434,13 @@ def pair_figures(
         # The pair's own e-process (kind fixed at its first item, switch recorded by the path).
         kind = np.where(paths.kind == UNSET, np.where(binary, MCNEMAR, BOUNDED), paths.kind)
         log_e = log_e_paths(kind, n, s, v, start_n=paths.start_n, start_s=paths.start_s,
-                            start_v=paths.start_v, start_log_e=paths.start_log_e)
+                            start_v=paths.start_v, start_log_plus=paths.start_log_plus,
+                            start_log_minus=paths.start_log_minus)
         mcnemar = kind == MCNEMAR
     else:
         kind = np.where(binary, MCNEMAR, BOUNDED)
         log_e = log_e_paths(kind, n, s, v, start_n=0.0, start_s=0.0, start_v=0.0,
-                            start_log_e=0.0)
+                            start_log_plus=0.0, start_log_minus=0.0)
         mcnemar = binary
 
     cs_low = cs_high = n_av = q_av = None

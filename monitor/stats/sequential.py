@@ -10,11 +10,12 @@ reads it (docs/anytime.md, "One guarantee for the life of the board"):
   4P pairs α/8, … so Σ_p γ_p = α over a board of any size. This is online Bonferroni: the
   chance that any pair is ever declared resolved while its two models are equal, or in the
   wrong direction, is at most Σ γ_p = α.
-* **A decision is a stopping time.** A pair is resolved the first time its e-process reaches
-  1/γ_p (Ville's inequality), in the direction of the sign of S = ΣD at that item, and stays
-  resolved: E_n dipping later changes nothing. The two-sided mixtures are symmetric, so a
-  crossing with S < 0 bounds the e-process of the one-sided alternative "B better", which
-  is a supermartingale whenever A is at least as good: wrong directions are covered too.
+* **A decision is a stopping time.** A pair is resolved the first time one of its two
+  one-sided e-processes reaches 2/γ_p — E₊ ("the first model better", a supermartingale
+  whenever it is not) or E₋ (the mirror) — in that direction (Ville's inequality for each, at
+  γ_p/2), and stays resolved: the e-values dipping later change nothing. The two-sided value
+  shown is E = (E₊ + E₋)/2, so a decision has E ≥ 1/γ_p. This covers false decisions and
+  wrong directions alike, also when a pair's e-process has several segments.
 * **The test is chosen per pair, once.** At the pair's first paired item: the exact McNemar
   mixture when both scores are 0/1, the bounded gamma-exponential mixture otherwise. If a
   McNemar pair later meets a score other than 0/1, its e-value is frozen there and continued
@@ -37,13 +38,16 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import eprocess as ep
 
+_LOG2 = float(np.log(2.0))
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 #: e-process kinds of a pair (``PairPaths.kind``).
 UNSET, MCNEMAR, BOUNDED = 0, 1, 2
 
-__all__ = ["BOUNDED", "MCNEMAR", "UNSET", "PairPaths", "advance", "log_e_paths", "log_threshold",
+__all__ = ["BOUNDED", "MCNEMAR", "UNSET", "PairPaths", "advance", "log_e_paths", "log_e_sides",
+           "log_threshold",
            "pair_number", "pair_share", "planned_pairs"]
 
 
@@ -94,7 +98,9 @@ class PairPaths:
     A pair's e-process is a product of segments: the current one runs the mixture ``kind``
     (UNSET until the first paired item, then MCNEMAR or BOUNDED) on the items since its start
     — sums n − ``start_n``, S − ``start_s``, V − ``start_v`` — and the earlier ones are
-    frozen into ``start_log_e``. A new segment starts, at a stopping time, when a McNemar
+    frozen into ``start_log_plus`` and ``start_log_minus``: the two one-sided e-processes
+    (E₊ for "the first model better", E₋ for the second), each a product of its segments'
+    one-sided halves, with E = (E₊ + E₋)/2 the two-sided value shown. A new segment starts, at a stopping time, when a McNemar
     pair meets a score other than 0/1 (it continues with the bounded mixture) and when items
     are excluded from the pair's sums (the evidence already seen stays in the frozen part;
     the removed items never enter the new segment). ``decided`` is +1 (the first model of the
@@ -106,7 +112,8 @@ class PairPaths:
     start_n: FloatArray
     start_s: FloatArray
     start_v: FloatArray
-    start_log_e: FloatArray
+    start_log_plus: FloatArray
+    start_log_minus: FloatArray
     decided: NDArray[np.int8]
     decided_n: FloatArray
     decided_log_e: FloatArray
@@ -115,43 +122,59 @@ class PairPaths:
     def empty(cls, size: int) -> PairPaths:
         return cls(kind=np.zeros(size, np.int8), start_n=np.zeros(size),
                    start_s=np.zeros(size), start_v=np.zeros(size),
-                   start_log_e=np.zeros(size), decided=np.zeros(size, np.int8),
+                   start_log_plus=np.zeros(size), start_log_minus=np.zeros(size),
+                   decided=np.zeros(size, np.int8),
                    decided_n=np.zeros(size), decided_log_e=np.zeros(size))
 
     def take(self, idx: ArrayLike) -> PairPaths:
         return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
 
-    def restart(self, idx: IntArray, log_e_now: FloatArray, n: FloatArray, s: FloatArray,
-                v: FloatArray) -> None:
-        """Start a new segment of pairs ``idx`` at (n, S, V), freezing ``log_e_now``."""
-        self.start_log_e[idx] = log_e_now
+    def restart(self, idx: IntArray, sides_now: tuple[FloatArray, FloatArray],
+                n: FloatArray, s: FloatArray, v: FloatArray) -> None:
+        """Start a new segment of pairs ``idx`` at (n, S, V), freezing the one-sided
+        e-values ``sides_now`` = (log E₊, log E₋) reached so far."""
+        self.start_log_plus[idx] = sides_now[0]
+        self.start_log_minus[idx] = sides_now[1]
         self.start_n[idx] = n
         self.start_s[idx] = s
         self.start_v[idx] = v
 
 
-def log_e_paths(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
+def log_e_sides(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
                 start_n: ArrayLike, start_s: ArrayLike, start_v: ArrayLike,
-                start_log_e: ArrayLike) -> FloatArray:
-    """log E_n of pairs in the states (n, S, V): the frozen segments plus the current one.
-
-    The current segment's items are all 0/1 when it is McNemar's, so n10 = (ΔV + ΔS)/2 and
-    n01 = (ΔV − ΔS)/2 on its sums.
-    """
+                start_log_plus: ArrayLike, start_log_minus: ArrayLike
+                ) -> tuple[FloatArray, FloatArray]:
+    """(log E₊, log E₋) of pairs in the states (n, S, V): the frozen segments times the
+    current one's one-sided halves. The current segment's items are all 0/1 when it is
+    McNemar's, so n10 = (ΔV + ΔS)/2 and n01 = (ΔV − ΔS)/2 on its sums."""
     k = np.asarray(kind)
     dn = np.asarray(n, dtype=float) - np.asarray(start_n, dtype=float)
     ds = np.asarray(s, dtype=float) - np.asarray(start_s, dtype=float)
     dv = np.maximum(np.asarray(v, dtype=float) - np.asarray(start_v, dtype=float), 0.0)
     dn, ds, dv, k = np.broadcast_arrays(dn, ds, dv, k)
-    out = np.zeros(dn.shape)
-    mc = k == MCNEMAR
+    plus = np.zeros(dn.shape)
+    minus = np.zeros(dn.shape)
+    mc = (k == MCNEMAR) & (dn > 0)
     if mc.any():
-        out = np.where(mc, ep.log_e_mcnemar(np.maximum((dv + ds) / 2.0, 0.0),
-                                            np.maximum((dv - ds) / 2.0, 0.0)), out)
-    bounded = k == BOUNDED
+        p, m = ep.log_e_mcnemar_sides(np.maximum((dv[mc] + ds[mc]) / 2.0, 0.0),
+                                      np.maximum((dv[mc] - ds[mc]) / 2.0, 0.0))
+        plus[mc], minus[mc] = p, m
+    bounded = (k == BOUNDED) & (dn > 0)
     if bounded.any():
-        out = np.where(bounded, ep.log_e_bounded(np.maximum(dn, 0.0), ds, dv), out)
-    return np.asarray(start_log_e, dtype=float) + np.where(dn > 0, out, 0.0)
+        p, m = ep.log_e_bounded_sides(dn[bounded], ds[bounded], dv[bounded])
+        plus[bounded], minus[bounded] = p, m
+    return (np.asarray(start_log_plus, dtype=float) + plus,
+            np.asarray(start_log_minus, dtype=float) + minus)
+
+
+def log_e_paths(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
+                start_n: ArrayLike, start_s: ArrayLike, start_v: ArrayLike,
+                start_log_plus: ArrayLike, start_log_minus: ArrayLike) -> FloatArray:
+    """The two-sided log E_n = log((E₊ + E₋)/2) of :func:`log_e_sides`."""
+    plus, minus = log_e_sides(kind, n, s, v, start_n=start_n, start_s=start_s,
+                              start_v=start_v, start_log_plus=start_log_plus,
+                              start_log_minus=start_log_minus)
+    return np.asarray(np.logaddexp(plus, minus) - _LOG2, dtype=np.float64)
 
 
 def advance(
@@ -215,18 +238,19 @@ def advance(
     # that item and continues with the bounded mixture: items from there on read the new
     # segment.
     kind = paths.kind[g]
-    seg_n, seg_s, seg_v, seg_le = (paths.start_n[g], paths.start_s[g], paths.start_v[g],
-                                   paths.start_log_e[g])
+    seg_n, seg_s, seg_v = paths.start_n[g], paths.start_s[g], paths.start_v[g]
+    seg_lp, seg_lm = paths.start_log_plus[g], paths.start_log_minus[g]
     hit_mc = (kind == MCNEMAR) & nb
     if hit_mc.any():
         hit = np.flatnonzero(hit_mc)
         at = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]  # first such item of each pair
         prev_n, prev_s, prev_v = n[at] - 1.0, s[at] - dd[at], v[at] - dd[at] * dd[at]
         pairs_hit = g[at]
-        frozen = log_e_paths(np.full(at.size, MCNEMAR), prev_n, prev_s, prev_v,
+        frozen = log_e_sides(np.full(at.size, MCNEMAR), prev_n, prev_s, prev_v,
                              start_n=paths.start_n[pairs_hit], start_s=paths.start_s[pairs_hit],
                              start_v=paths.start_v[pairs_hit],
-                             start_log_e=paths.start_log_e[pairs_hit])
+                             start_log_plus=paths.start_log_plus[pairs_hit],
+                             start_log_minus=paths.start_log_minus[pairs_hit])
         paths.restart(pairs_hit, frozen, prev_n, prev_s, prev_v)
         paths.kind[pairs_hit] = BOUNDED
         # items of those pairs at or after the switch read the new segment
@@ -237,7 +261,8 @@ def advance(
         seg_n = np.where(after, paths.start_n[g], seg_n)
         seg_s = np.where(after, paths.start_s[g], seg_s)
         seg_v = np.where(after, paths.start_v[g], seg_v)
-        seg_le = np.where(after, paths.start_log_e[g], seg_le)
+        seg_lp = np.where(after, paths.start_log_plus[g], seg_lp)
+        seg_lm = np.where(after, paths.start_log_minus[g], seg_lm)
 
     # Only undecided pairs can cross, and a McNemar segment only moves at discordant items.
     undecided = (paths.decided[g] == 0) & ~((kind == MCNEMAR) & (dd == 0.0))
@@ -245,21 +270,27 @@ def advance(
         return np.zeros(0, dtype=np.int64)
     sel = np.flatnonzero(undecided)
     gs = g[sel]
-    log_e = log_e_paths(kind[sel], n[sel], s[sel], v[sel], start_n=seg_n[sel],
-                        start_s=seg_s[sel], start_v=seg_v[sel], start_log_e=seg_le[sel])
-    crossed = (log_e >= log_threshold[gs]) & (s[sel] != 0.0)
+    plus, minus = log_e_sides(kind[sel], n[sel], s[sel], v[sel], start_n=seg_n[sel],
+                              start_s=seg_s[sel], start_v=seg_v[sel],
+                              start_log_plus=seg_lp[sel], start_log_minus=seg_lm[sel])
+    # Each direction is decided by its own one-sided e-process at level γ/2: E₊ is a
+    # supermartingale whenever the first model is not better, E₋ whenever the second is
+    # not, so a false or wrong-direction decision has probability ≤ γ — across segments too.
+    side_thr = log_threshold[gs] + _LOG2
+    up, down = plus >= side_thr, minus >= side_thr
+    crossed = up | down
     if not crossed.any():
         return np.zeros(0, dtype=np.int64)
     hit = sel[crossed]
     first = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
+    at = np.searchsorted(sel, first)
     decided = g[first]
-    paths.decided[decided] = np.sign(s[first]).astype(np.int8)
+    paths.decided[decided] = np.where(plus[at] >= minus[at], 1, -1).astype(np.int8)
     paths.decided_n[decided] = n[first]
-    paths.decided_log_e[decided] = log_e[np.searchsorted(sel, first)]
+    paths.decided_log_e[decided] = np.logaddexp(plus[at], minus[at]) - _LOG2
     return decided
 
 
 def log_threshold(share: ArrayLike) -> FloatArray:
     """log(1/γ) of each share γ."""
     return np.asarray(-np.log(np.asarray(share, dtype=float)), dtype=np.float64)
-

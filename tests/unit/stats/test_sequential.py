@@ -11,27 +11,38 @@ from monitor.stats import eprocess as ep
 from monitor.stats import sequential as sq
 
 
+def _sides(kind: int, n: float, s: float, v: float) -> tuple[float, float]:
+    if n <= 0:
+        return 0.0, 0.0
+    if kind == sq.MCNEMAR:
+        p, m = ep.log_e_mcnemar_sides((v + s) / 2, (v - s) / 2)
+    else:
+        p, m = ep.log_e_bounded_sides(n, s, v)
+    return float(p), float(m)
+
+
 def _scalar_path(items: list[tuple[float, bool]], log_thr: float) -> dict[str, float]:
-    """One pair followed item by item with plain Python, the definition in the docstring."""
+    """One pair followed item by item with plain Python, the definition in the docstring:
+    one-sided e-processes E₊, E₋ (products over segments), decided when one reaches 2/γ."""
     kind = sq.UNSET
     n = s = v = 0.0
-    sw: tuple[float, float, float, float] | None = None
+    sw: tuple[float, float, float, float, float] | None = None  # n, s, v, log E₊, log E₋
     out = {"kind": 0.0, "decided": 0.0, "n": 0.0, "log_e": 0.0, "switch_n": 0.0}
     for d, nonbinary in items:
         if kind == sq.UNSET:
             kind = sq.BOUNDED if nonbinary else sq.MCNEMAR
         if kind == sq.MCNEMAR and sw is None and nonbinary:
-            le = float(ep.log_e_mcnemar((v + s) / 2, (v - s) / 2)) if n > 0 else 0.0
-            sw = (n, s, v, le)
+            p0, m0 = _sides(sq.MCNEMAR, n, s, v)
+            sw = (n, s, v, p0, m0)
         n, s, v = n + 1, s + d, v + d * d
-        if kind == sq.BOUNDED:
-            log_e = float(ep.log_e_bounded(n, s, v))
-        elif sw is None:
-            log_e = float(ep.log_e_mcnemar((v + s) / 2, (v - s) / 2))
+        if sw is None:
+            plus, minus = _sides(kind, n, s, v)
         else:
-            log_e = sw[3] + float(ep.log_e_bounded(n - sw[0], s - sw[1], v - sw[2]))
-        if out["decided"] == 0 and log_e >= log_thr and s != 0:
-            out.update(decided=math.copysign(1.0, s), n=n, log_e=log_e)
+            p1, m1 = _sides(sq.BOUNDED, n - sw[0], s - sw[1], v - sw[2])
+            plus, minus = sw[3] + p1, sw[4] + m1
+        if out["decided"] == 0 and max(plus, minus) >= log_thr + math.log(2.0):
+            out.update(decided=1.0 if plus >= minus else -1.0, n=n,
+                       log_e=float(np.logaddexp(plus, minus) - math.log(2.0)))
     out["kind"] = float(kind if sw is None else sq.BOUNDED)  # the current segment's mixture
     out["switch_n"] = 0.0 if sw is None else sw[0]
     return out
