@@ -4,6 +4,9 @@
 monitor publishes; ``DeadLetter`` carries every rejected input with a machine-readable reason.
 ``schemas/`` at the top of the repository holds the JSON Schema generated from these models
 (``llm-monitor schemas --out schemas``) — the contract for producers in any language.
+
+Just over 400 lines on purpose: the whole wire contract (events, the number rule, the
+decoder) in one file, the source of the JSON Schemas.
 """
 
 from __future__ import annotations

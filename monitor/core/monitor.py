@@ -23,6 +23,11 @@ Semantics
   previous batch boundary, and a ``RankingChange`` when the ranking's order or resolved flag
   changes. The same events in the same order give the same final statistics in any
   batching (exactly for scores on a dyadic grid such as 0/1; up to float rounding else).
+
+Over 400 lines on purpose: ``Monitor`` is the core's whole public surface (ingest, evaluation,
+decisions adopted from a log, snapshots, queries) and reads best as one class; the statistics
+(``monitor.stats``), the sequential pass (``core.paths``), the tables (``core.table``) and the
+snapshots (``core.snapshot``) live in their own modules.
 """
 
 from __future__ import annotations
@@ -39,12 +44,10 @@ from monitor.core.board import BenchmarkState
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
+from monitor.core.paths import advance_paths, exclude_rows
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.sequential import (
-    MCNEMAR,
-    advance,
-    log_e_sides,
     log_threshold,
     pair_number,
     pair_share,
@@ -52,7 +55,6 @@ from monitor.stats.sequential import (
 )
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
-_PATH_CELLS = 4_000_000  # (results × models) cells per chunk of the sequential pass
 Change = ResolutionChange | RankingChange
 
 
@@ -232,85 +234,20 @@ class Monitor:
         if newly_excluded.size:
             # Excluded items leave the pair sums from the end of the batch on (decisions
             # already taken stay); the batch's own results on them never enter.
-            old = st.rows_view(newly_excluded)
-            present = (~np.isnan(old[:, :st.k])).astype(np.float64)
-            lo, hi = np.nonzero(np.triu(present.T @ present > 0, 1))
-            flat = lo * st.X.shape[1] + hi
-            n0, s0, v0 = st.path_sums()
-            p = st.paths
-            sides_now = log_e_sides(p.kind[flat], n0[flat], s0[flat], v0[flat],
-                                    start_n=p.start_n[flat], start_s=p.start_s[flat],
-                                    start_v=p.start_v[flat],
-                                    start_log_plus=p.start_log_plus[flat],
-                                    start_log_minus=p.start_log_minus[flat])
-            st.excluded_rows[newly_excluded] = True
-            st.fold(newly_excluded, old, st.rows_view(newly_excluded))
-            # The affected pairs' e-processes continue in a new segment from the sums without
-            # the excluded items (the evidence seen so far stays frozen).
-            n1, s1, v1 = st.path_sums()
-            p.restart(flat, sides_now, n1[flat], s1[flat], v1[flat])
+            exclude_rows(st, newly_excluded)
         if acc_rows.size:
             touched = np.unique(acc_rows)
             old = st.rows_view(touched)
-            self._advance_paths(st, acc_rows, acc_cols, acc_scores)
+            decided = advance_paths(st, acc_rows, acc_cols, acc_scores,
+                                    self._log_thresholds(st.X.shape[1]))
+            now = self._now()
+            cap = st.X.shape[1]
+            for flat in decided.tolist():
+                st.decided_ts[(flat // cap, flat % cap)] = now
             st.X[acc_rows, acc_cols] = acc_scores
             np.add.at(st.nonbinary, acc_cols[(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
             st.fold(touched, old, st.rows_view(touched))
         st.count_batch_stability(pend.perturbed, acc_rows, acc_cols)
-
-    def _advance_paths(self, st: BenchmarkState, rows: np.ndarray, cols: np.ndarray,
-                       scores: np.ndarray) -> None:
-        """The sequential pass: the batch's new paired items, in event order, through each
-        pair's e-process from the sums before them (:func:`monitor.stats.sequential.advance`).
-
-        The result at position t pairs with every model that has the item already or got it
-        earlier in the batch; items excluded from resolution pair with nothing.
-        """
-        keep = ~st.excluded_rows[rows]
-        rows, cols, scores = rows[keep], cols[keep], scores[keep]
-        if rows.size == 0:
-            return
-        k, cap = st.k, st.X.shape[1]
-        uniq, inv = np.unique(rows, return_inverse=True)
-        before = st.X[uniq, :k]
-        after = before.copy()
-        after[inv, cols] = scores
-        present = ~np.isnan(before)
-        written = np.full((uniq.size, k), rows.size, dtype=np.int64)
-        written[inv, cols] = np.arange(rows.size)
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        step = max(1, _PATH_CELLS // max(k, 1))
-        for start in range(0, rows.size, step):
-            t = np.arange(start, min(start + step, rows.size))
-            mask = present[inv[t]] | (written[inv[t]] < t[:, None])
-            mask[np.arange(t.size), cols[t]] = False
-            tt, jj = np.nonzero(mask)
-            tt = t[tt]
-            c = cols[tt]
-            x_c, x_j = scores[tt], after[inv[tt], jj]
-            first = c < jj
-            lo, hi = np.where(first, c, jj), np.where(first, jj, c)
-            d = np.where(first, x_c - x_j, x_j - x_c)
-            nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_j != 0.0) & (x_j != 1.0)
-            parts.append((lo * cap + hi, d, nonbinary))
-        pair = np.concatenate([p[0] for p in parts])
-        d = np.concatenate([p[1] for p in parts])
-        nonbinary = np.concatenate([p[2] for p in parts])
-        # A decided pair's items matter only where they start a new segment (its displayed
-        # e-value); everything else about it is settled.
-        paths = st.paths
-        switching = np.unique(pair[(paths.kind[pair] == MCNEMAR) & nonbinary])
-        live = (paths.decided[pair] == 0) | np.isin(pair, switching)
-        if not live.all():
-            pair, d, nonbinary = pair[live], d[live], nonbinary[live]
-        if pair.size == 0:
-            return
-        base_n, base_s, base_v = st.path_sums()
-        decided = advance(paths, pair, d, nonbinary, base_n=base_n, base_s=base_s,
-                          base_v=base_v, log_threshold=self._log_thresholds(cap))
-        now = self._now()
-        for flat in decided.tolist():
-            st.decided_ts[(flat // cap, flat % cap)] = now
 
     def _log_thresholds(self, cap: int) -> np.ndarray:
         """log(1/γ_p) of every pair (lo, hi) of a cap-column layout (flat lo · cap + hi)."""

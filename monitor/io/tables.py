@@ -3,6 +3,9 @@
 Both layouts end as one :class:`ScoreTable`: an (items × models) float matrix with NaN where a
 model has no result for an item. Every rejection is an :class:`~monitor.errors.InputError`
 naming the file, line and field.
+
+Over 400 lines on purpose: the long and wide readers share the parsing, the per-line error
+messages and the checks, and one module keeps their rejections identical.
 """
 
 from __future__ import annotations

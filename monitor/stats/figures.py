@@ -35,6 +35,9 @@ Let n be the paired items, S = ΣD and V = ΣD² with D = x_A − x_B ∈ [−1,
 * The e-process of a pair is the exact McNemar mixture when the pair's scores are all 0/1
   (``binary``), else the bounded gamma-exponential mixture; both are functions of (n, S, V).
 * Non-finite figures are written to JSON by :func:`monitor.contracts.wire_float`.
+
+Over 400 lines on purpose: the kernel, its input and result types and the conventions they
+share are one unit — splitting them would put the edge cases of one number in two places.
 """
 
 from __future__ import annotations

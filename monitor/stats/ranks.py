@@ -12,6 +12,10 @@ that every model of a tier is resolved above every model of every lower tier.
 
 :func:`tiers` and :func:`rank_sets_from_resolved` take any boolean resolved matrix, so that
 other layers (the anytime one) reuse them with their own pairwise verdicts.
+
+Over 400 lines on purpose: the rank sets from a resolved matrix (which the live board uses)
+and the fixed-N max-|t| stepdown that produces one are read together; the stepdown's draws
+and its covariance are private to it.
 """
 
 from __future__ import annotations
