@@ -1,4 +1,4 @@
-"""Prometheus metrics of the live monitor (names are a contract: DESIGN §2).
+"""Prometheus metrics of the live monitor (names are a contract: docs/contract.md#metrics).
 
 Three parts, all created against an injected ``CollectorRegistry``:
 
