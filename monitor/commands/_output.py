@@ -18,7 +18,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from monitor.contracts import jsonable
 from monitor.offline.progress import StartTask, Tick
 
 console = Console()
@@ -28,6 +27,8 @@ err_console = Console(stderr=True)
 def emit(data: dict[str, Any], *, as_json: bool, human: Callable[[Console], None]) -> None:
     """Print ``data`` as JSON when asked, else call ``human`` with the console."""
     if as_json:
+        from monitor.contracts import jsonable  # pydantic: only when JSON is asked for
+
         print(json.dumps(jsonable(data), indent=2, allow_nan=False))
     else:
         human(console)

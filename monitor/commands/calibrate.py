@@ -15,11 +15,6 @@ from rich.table import Table
 
 from monitor.commands._output import emit, progress_tasks, titled_table
 from monitor.errors import ConfigError
-from monitor.offline.calibrate import (
-    calibrate_anytime,
-    calibrate_resampled,
-    calibrate_simulated,
-)
 
 
 def _human(fig: dict[str, Any]) -> Callable[[Console], None]:
@@ -65,6 +60,12 @@ def register(app: typer.Typer) -> None:
             "peeked z-test (--reps streams of --n items, default 5000); power by N*_AV")] = False,
     ) -> None:
         """Empirical power at N = N*: simulated correlated pairs, or resamples of a real pair."""
+        from monitor.offline.calibrate import (
+            calibrate_anytime,
+            calibrate_resampled,
+            calibrate_simulated,
+        )
+
         show = not as_json
         if anytime:
             fig = calibrate_anytime(pa, pb, rho, streams=reps, items=n or 5000, alpha=alpha,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
-from monitor.offline.compare import ZEROS, compare_table
-from monitor.stats.paired_tests import ZeroMethod
+
+if TYPE_CHECKING:
+    from monitor.stats.paired_tests import ZeroMethod
 
 
 def _fmt(v: Any) -> str:
@@ -75,10 +76,12 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Paired tests, bootstrap CI, effect size and N*/q/MDE for model A against model B."""
+        from monitor.offline.compare import ZEROS, compare_table
+
         if zero_method not in ZEROS:
             raise ValueError(f"--zero-method must be wilcox, pratt or zsplit, got {zero_method!r}")
         fig = compare_table(path, a=a, b=b, exclude=tuple(exclude or ()), id_col=id_col,
                             benchmark=benchmark, n_resamples=n_resamples, seed=seed,
                             alpha=alpha, power=power,
-                            zero_method=cast(ZeroMethod, zero_method)).to_dict()
+                            zero_method=cast("ZeroMethod", zero_method)).to_dict()
         emit(fig, as_json=as_json, human=_human(fig))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from monitor.audit import leakage as lk
 from monitor.commands._output import emit, progress_tasks
-from monitor.offline.leakage import scan_files
+
+if TYPE_CHECKING:
+    from monitor.audit import leakage as lk
 
 
 def write_csv(report: lk.LeakageReport, path: str | Path) -> None:
@@ -78,6 +79,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Per eval item, the best-matching corpus document, Jaccard, containment and a status."""
+        from monitor.offline.leakage import scan_files
+
         with progress_tasks() as tasks:
             report = scan_files(eval_path, corpus_path, n=n, threshold_review=threshold_review,
                                 threshold_leak=threshold_leak, minhash=minhash,

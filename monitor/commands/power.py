@@ -9,7 +9,6 @@ from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
 from monitor.errors import ConfigError
-from monitor.offline.power import plan_power
 
 
 def _human(fig: dict[str, Any]) -> Any:
@@ -39,6 +38,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Required paired size N* (McNemar–Connor), the Cohen's-h shortcut and, with --n, q and MDE."""
+        from monitor.offline.power import plan_power
+
         try:
             plan = plan_power(pa, pb, rho, n=n, alpha=alpha, power=power)
         except ValueError as exc:  # an impossible plan is an option error: one line, exit 2

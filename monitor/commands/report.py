@@ -12,17 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from monitor.commands._defaults import RANK_SEED
 from monitor.commands._output import emit
 from monitor.errors import ConfigError
-from monitor.io.tables import read_table
-from monitor.offline.report import (
-    DEFAULT_RANK_SEED,
-    FAMILIES,
-    RANK_SET_METHODS,
-    build_report,
-    select_models,
-)
-from monitor.stats.multiplicity import METHODS
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.
 HELP = "\n\n".join([
@@ -265,7 +257,7 @@ def register(app: typer.Typer) -> None:
             "1 − α) or marginal (each model's set on its own)")] = "simultaneous",
         rank_seed: Annotated[int, typer.Option(
             "--rank-seed", help="seed of the rank sets' parametric draws (fixed by default: "
-            "the same table gives the same sets)")] = DEFAULT_RANK_SEED,
+            "the same table gives the same sets)")] = RANK_SEED,
         planned_models: Annotated[int, typer.Option(
             "--planned-models", help="--anytime: the board size each pair's fixed share of α "
             "is planned for (as the live monitor's --planned-models)")] = 32,
@@ -274,6 +266,15 @@ def register(app: typer.Typer) -> None:
             "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]
             = "board",
     ) -> None:
+        from monitor.io.tables import read_table
+        from monitor.offline.report import (
+            FAMILIES,
+            RANK_SET_METHODS,
+            build_report,
+            select_models,
+        )
+        from monitor.stats.multiplicity import METHODS
+
         if cluster_col is not None and strata_col is not None:
             raise ConfigError("give either --cluster-col or --strata-col, not both")
         if family not in FAMILIES:

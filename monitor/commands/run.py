@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from monitor.errors import InputError
-from monitor.runners.settings import Settings
+
+if TYPE_CHECKING:
+    from monitor.runners.settings import Settings
 
 DEMO_TABLE = "mmlu_pro_item_correctness_wide.csv"
 DEMO_BENCHMARK = "mmlu_pro"
@@ -34,6 +34,8 @@ class ReplayState:
 
 
 def _replay_task(stream: Any, state: ReplayState, *, rate: float | None, tty: bool) -> Any:
+    import asyncio  # here and below, not at the top: --help need not pay for it
+
     async def task(service: Any, stop: asyncio.Event) -> None:
         # Without a rate, big batches with a yield in between keep HTTP responsive.
         size = 20_000 if rate is None else max(1, min(20_000, int(rate / 20)))
@@ -68,6 +70,8 @@ def _counts(state: ReplayState) -> str:
 
 
 def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Console) -> Any:
+    import asyncio
+
     async def task(service: Any, stop: asyncio.Event) -> None:
         from monitor.runners.view import rankings_view
 
@@ -117,6 +121,10 @@ def _start(
     cluster_col: str | None,
     urls: list[str],
 ) -> None:
+    import asyncio
+
+    import numpy as np
+
     from monitor.runners.embedded import serve
     from monitor.runners.replay import ReplayStream, load_blocks
 
@@ -219,6 +227,8 @@ def register(app: typer.Typer) -> None:
         view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view (default: on)")] = None,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
+        from monitor.runners.settings import Settings
+
         settings = Settings.build(
             config=config, token_file=token_file, db=db, host=host, port=port,
             max_body_bytes=max_body_bytes, sqlite_synchronous=sqlite_synchronous, view=view,
@@ -243,6 +253,8 @@ def register(app: typer.Typer) -> None:
         no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
     ) -> None:
         """Replay the real MMLU-Pro table into a fresh embedded monitor, in shuffled order."""
+        from monitor.runners.settings import Settings
+
         table = data / DEMO_TABLE
         if not table.is_file():
             raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))

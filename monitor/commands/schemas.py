@@ -12,8 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from monitor.contracts import EVENT_MODELS
-
 _TS = "2024-06-01T12:00:00Z"
 
 VALID_EXAMPLES: dict[str, tuple[str, Any]] = {
@@ -100,6 +98,8 @@ def _dump(data: Any) -> str:
 
 def schema_files() -> dict[str, str]:
     """Relative path → content of every generated file (deterministic)."""
+    from monitor.contracts import EVENT_MODELS
+
     files: dict[str, str] = {}
     for name, model in EVENT_MODELS.items():
         schema = model.model_json_schema()

@@ -5,20 +5,23 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from monitor.audit import stability as st
+from monitor.commands._defaults import STABILITY_KINDS
 from monitor.commands._output import emit, titled_table
-from monitor.contracts import jsonable
 from monitor.errors import ConfigError
-from monitor.offline.stability import stability_file
+
+if TYPE_CHECKING:
+    from monitor.audit import stability as st
 
 
 def parse_kinds(kinds: str) -> tuple[str, ...]:
     """The perturbation kinds of a ``--kinds`` comma list."""
+    from monitor.audit import stability as st
+
     kind_list = tuple(k.strip() for k in kinds.split(",") if k.strip())
     bad = [k for k in kind_list if k not in st.KINDS]
     if bad or not kind_list:
@@ -69,7 +72,7 @@ def register(app: typer.Typer) -> None:
         backoff: Annotated[float, typer.Option(help="first retry delay, doubled each time")] = 0.5,
         concurrency: Annotated[int, typer.Option(help="requests in flight")] = 8,
         kinds: Annotated[str, typer.Option(
-            help="comma list of perturbations")] = ",".join(st.KINDS),
+            help="comma list of perturbations")] = ",".join(STABILITY_KINDS),
         seed: Annotated[int, typer.Option(help="seed of shuffles and templates")] = 0,
         benchmark: Annotated[str, typer.Option(help="benchmark name for events")] = "stability",
         events_out: Annotated[Path | None, typer.Option(
@@ -81,6 +84,9 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """Flip rate (right on original, wrong perturbed) with a Wilson CI and the 10 % alarm."""
+        from monitor.contracts import jsonable
+        from monitor.offline.stability import stability_file
+
         rep = stability_file(
             items_path, kinds=parse_kinds(kinds), seed=seed, concurrency=concurrency,
             adapter=adapter, model=model, base_url=base_url,

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from monitor.audit.leakage import LeakageReport
-from monitor.audit.stability import StabilityReport
 from monitor.commands._output import emit, progress_tasks
 from monitor.errors import ConfigError
-from monitor.offline.compare import CompareResult, compare_table
-from monitor.offline.leakage import scan_files
-from monitor.offline.stability import stability_file
-from monitor.offline.verdict import judge, leak_suspects, load_report
+
+if TYPE_CHECKING:
+    from monitor.audit.leakage import LeakageReport
+    from monitor.audit.stability import StabilityReport
+    from monitor.offline.compare import CompareResult
 
 
 def _human(v: dict[str, Any]) -> Any:
@@ -65,6 +64,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
         """High credibility / gain not significant / likely overfit / partial gain, with evidence."""
+        from monitor.offline.compare import compare_table
+        from monitor.offline.leakage import scan_files
+        from monitor.offline.stability import stability_file
+        from monitor.offline.verdict import judge, leak_suspects, load_report
+
         lk: LeakageReport | dict[str, Any]
         if leakage_json is not None:
             lk = load_report(leakage_json, "leakage")

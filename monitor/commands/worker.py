@@ -23,7 +23,6 @@ from monitor.commands.run import (
     core_options,
 )
 from monitor.errors import ConfigError
-from monitor.runners.settings import Settings, bootstrap_servers
 
 
 def produce_file(
@@ -38,6 +37,7 @@ def produce_file(
     from monitor.runners.kafka_admin import ensure_topics
     from monitor.runners.kafka_core import RESULTS_TOPIC
     from monitor.runners.replay import ReplayStream, load_blocks
+    from monitor.runners.settings import bootstrap_servers
 
     blocks = load_blocks(paths, benchmark=benchmark, model=model, metric=metric,
                          exclude=exclude, cluster_col=cluster_col)
@@ -92,6 +92,8 @@ def register(app: typer.Typer) -> None:
         llm-monitor.state, written before the consumer offsets are committed; a restarted
         worker resumes from it and never counts a result twice. See docs/distributed.md.
         """
+        from monitor.runners.settings import Settings
+
         settings = Settings.build(
             config=config, serve_http=False, broker=broker, partitions=partitions,
             metrics_host=metrics_host, metrics_port=metrics_port, group=group,
