@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from monitor.audit.textio import read_jsonl
+from monitor.defaults import STABILITY_KINDS
 from monitor.errors import InputError
 
-KINDS = ("paraphrase", "shuffle", "format", "noise")
+KINDS = STABILITY_KINDS
 LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 

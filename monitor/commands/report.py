@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from monitor.commands._defaults import RANK_SEED
 from monitor.commands._output import emit
+from monitor.defaults import RANK_SEED
 from monitor.errors import ConfigError
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.

@@ -28,6 +28,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.defaults import RANK_SEED
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
@@ -43,7 +44,7 @@ Family = Literal["adjacent", "all"]
 FAMILIES: tuple[str, ...] = ("adjacent", "all")
 RANK_SET_METHODS: tuple[str, ...] = RANK_METHODS
 # A fixed default seed: the same table gives the same rank sets on every run.
-DEFAULT_RANK_SEED = 20240601
+DEFAULT_RANK_SEED = RANK_SEED
 DEFAULT_RANK_DRAWS = 2000
 _COVARIANCE_NAMES = {"iid": "iid", "cluster": "cluster-robust", "strata": "stratified"}
 

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "monitor": 0,  # the package root: only a docstring and __version__
     "monitor.contracts": 0,
     "monitor.errors": 0,
+    "monitor.defaults": 0,
     "monitor.stats": 1,
     "monitor.core": 2,
     "monitor.offline": 2,
