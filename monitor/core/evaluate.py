@@ -20,7 +20,7 @@ from monitor.core.config import CoreConfig
 from monitor.core.table import PairTable
 from monitor.stats.figures import GroupSums, PairSums, pair_figures
 from monitor.stats.multiplicity import family_alpha
-from monitor.stats.sequential import pair_number, pair_share, planned_pairs
+from monitor.stats.sequential import share_grid
 
 
 def family_size(k: int, family: str) -> int:
@@ -76,13 +76,6 @@ def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
     return tuple(out) if all(m in pos for m in out) else tuple(by_mean)
 
 
-def pair_levels(k: int, config: CoreConfig) -> np.ndarray:
-    """Each ordered pair's share γ_p of α (flat a · k + b; models numbered by arrival)."""
-    a, b = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
-    number = pair_number(np.minimum(a, b), np.maximum(a, b)).ravel()
-    return pair_share(number, alpha=config.alpha, planned=planned_pairs(config.planned_models))
-
-
 def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     """Every pair figure and verdict of ``state`` (the kernel over its Gram matrices)."""
     k = state.k
@@ -99,7 +92,7 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     # are the path decisions, each at the pair's own fixed share of α.
     m = family_size(len(by_mean), config.family)
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
-    levels = pair_levels(k, config)
+    levels = share_grid(k, alpha=config.alpha, planned_models=config.planned_models)
     # The live board has no use for fixed-N p-values (its verdicts are the decisions).
     fig = pair_figures(sums, alpha=fam_alpha, power=config.power, e_alpha=levels,
                        intervals=False, p_values=False)

@@ -47,12 +47,7 @@ from monitor.core.evaluate import evaluate
 from monitor.core.paths import advance_paths, exclude_rows
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
 from monitor.core.table import PairTable, PairView, verdict_text
-from monitor.stats.sequential import (
-    log_threshold,
-    pair_number,
-    pair_share,
-    planned_pairs,
-)
+from monitor.stats.sequential import log_threshold_grid
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 Change = ResolutionChange | RankingChange
@@ -121,7 +116,6 @@ class Monitor:
         self._next_change_id = 1
         self._exclude = frozenset(self.config.exclude_flags)
         self._dirty: dict[str, None] = {}  # insertion-ordered set of benchmarks to evaluate
-        self._thresholds: dict[int, np.ndarray] = {}
 
     # -- ingest --------------------------------------------------------------------------
     def apply(self, events: Sequence[ItemResult], *,
@@ -239,7 +233,9 @@ class Monitor:
             touched = np.unique(acc_rows)
             old = st.rows_view(touched)
             decided = advance_paths(st, acc_rows, acc_cols, acc_scores,
-                                    self._log_thresholds(st.X.shape[1]))
+                                    log_threshold_grid(
+                                        st.X.shape[1], alpha=self.config.alpha,
+                                        planned_models=self.config.planned_models))
             now = self._now()
             cap = st.X.shape[1]
             for flat in decided.tolist():
@@ -248,17 +244,6 @@ class Monitor:
             np.add.at(st.nonbinary, acc_cols[(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
             st.fold(touched, old, st.rows_view(touched))
         st.count_batch_stability(pend.perturbed, acc_rows, acc_cols)
-
-    def _log_thresholds(self, cap: int) -> np.ndarray:
-        """log(1/γ_p) of every pair (lo, hi) of a cap-column layout (flat lo · cap + hi)."""
-        cached = self._thresholds.get(cap)
-        if cached is None:
-            lo, hi = np.meshgrid(np.arange(cap), np.arange(cap), indexing="ij")
-            number = pair_number(np.minimum(lo, hi), np.maximum(lo, hi)).ravel()
-            cached = self._thresholds[cap] = log_threshold(pair_share(
-                number, alpha=self.config.alpha,
-                planned=planned_pairs(self.config.planned_models)))
-        return cached
 
     def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
         newly: list[int] = []

@@ -31,6 +31,7 @@ live and offline take the same decisions on the same order.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,9 +47,21 @@ IntArray = NDArray[np.int64]
 #: e-process kinds of a pair (``PairPaths.kind``).
 UNSET, MCNEMAR, BOUNDED = 0, 1, 2
 
-__all__ = ["BOUNDED", "MCNEMAR", "UNSET", "PairPaths", "advance", "log_e_paths", "log_e_sides",
-           "log_threshold",
-           "pair_number", "pair_share", "planned_pairs"]
+__all__ = [
+    "BOUNDED",
+    "MCNEMAR",
+    "UNSET",
+    "PairPaths",
+    "advance",
+    "log_e_paths",
+    "log_e_sides",
+    "log_threshold",
+    "log_threshold_grid",
+    "pair_number",
+    "pair_share",
+    "planned_pairs",
+    "share_grid",
+]
 
 
 def planned_pairs(models: int) -> int:
@@ -69,6 +82,25 @@ def pair_number(lo: ArrayLike, hi: ArrayLike) -> IntArray:
     """
     lo_, hi_ = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     return hi_ * (hi_ - 1) // 2 + lo_ + 1
+
+
+@functools.lru_cache(maxsize=16)
+def share_grid(size: int, *, alpha: float, planned_models: int) -> FloatArray:
+    """γ of every pair of a (size × size) grid of model columns numbered by arrival, flat
+    a · size + b (symmetric; the diagonal is meaningless). Cached: read-only."""
+    a, b = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    number = pair_number(np.minimum(a, b), np.maximum(a, b)).ravel()
+    grid = pair_share(number, alpha=alpha, planned=planned_pairs(planned_models))
+    grid.setflags(write=False)
+    return grid
+
+
+@functools.lru_cache(maxsize=16)
+def log_threshold_grid(size: int, *, alpha: float, planned_models: int) -> FloatArray:
+    """log(1/γ) of :func:`share_grid` (cached, read-only)."""
+    grid = log_threshold(share_grid(size, alpha=alpha, planned_models=planned_models))
+    grid.setflags(write=False)
+    return grid
 
 
 def pair_share(p: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
