@@ -250,16 +250,7 @@ class BenchmarkState:
         k, cap = self.k, self.X.shape[1]
         lo, hi = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
         a, b = np.minimum(lo, hi).ravel(), np.maximum(lo, hi).ravel()
-        flip = (lo > hi).ravel()
-        grid = self.paths.take(a * cap + b)
-        sign = np.where(flip, -1, 1)
-        grid.start_s = grid.start_s * sign
-        grid.decided = (grid.decided * sign).astype(np.int8)
-        # seen from the other model, the two one-sided e-processes trade places
-        grid.start_log_plus, grid.start_log_minus = (
-            np.where(flip, grid.start_log_minus, grid.start_log_plus),
-            np.where(flip, grid.start_log_plus, grid.start_log_minus))
-        return grid
+        return self.paths.seen_from(a * cap + b, (lo > hi).ravel())
 
 
 def _relayout(paths: PairPaths, old_cap: int, new_cap: int) -> PairPaths:

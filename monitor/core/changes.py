@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 from monitor.contracts import ResolutionChange
 from monitor.core.table import PairView
+from monitor.stats.figures import e_of
 
 
 def resolution_change(view: PairView, *, change_id: int, benchmark: str, previous: str,
@@ -26,8 +26,8 @@ def resolution_change(view: PairView, *, change_id: int, benchmark: str, previou
         cs_high=f.cs_high, e_value=f.e_value, q=f.q, q_cluster=f.q_grouped,
         q_anytime=f.q_anytime, mde=f.mde,
         decided_n=f.decided_n if decided else None,
-        decided_e_value=(math.exp(f.decided_log_e) if f.decided_log_e < 709.0 else math.inf)
-        if decided and f.decided_log_e is not None else None,
+        decided_e_value=e_of(f.decided_log_e) if decided and f.decided_log_e is not None
+        else None,
         e_threshold=1.0 / f.e_alpha,
         decided_ts=None if view.decided_ts is None else datetime.fromisoformat(view.decided_ts),
         ts=ts,

@@ -58,7 +58,6 @@ def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
     """
     import heapq
 
-    pos = {m: r for r, m in enumerate(by_mean)}
     sub = above[np.ix_(by_mean, by_mean)]
     indegree = sub.sum(axis=0).astype(np.int64)
     ready = [r for r in range(len(by_mean)) if indegree[r] == 0]
@@ -71,9 +70,7 @@ def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
             indegree[c] -= 1
             if indegree[c] == 0:
                 heapq.heappush(ready, c)
-    if len(out) < len(by_mean):
-        return tuple(by_mean)
-    return tuple(out) if all(m in pos for m in out) else tuple(by_mean)
+    return tuple(out) if len(out) == len(by_mean) else tuple(by_mean)
 
 
 def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:

@@ -7,7 +7,6 @@ root finding, so they are computed for the pairs somebody reads (and cached).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stats.figures import PairFigures, PairRecord, PairSums, pair_figures
+from monitor.stats.figures import PairFigures, PairRecord, PairSums, e_of, pair_figures
 from monitor.stats.ranks import rank_sets_from_resolved, tiers
 
 FloatArray = NDArray[np.float64]
@@ -55,7 +54,7 @@ class PairView:
                 "excludes_zero": bool(f.cs_cluster_low > 0 or (f.cs_cluster_high or 0) < 0),
                 "clusters": f.n_clusters, "assumption": CLUSTER_ASSUMPTION},
             "decided": None if not f.decided else {
-                "n": f.decided_n, "e_value": _exp(f.decided_log_e), "ts": self.decided_ts},
+                "n": f.decided_n, "e_value": None if f.decided_log_e is None else e_of(f.decided_log_e), "ts": self.decided_ts},
         }
         if f.binary:
             out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
@@ -205,10 +204,6 @@ class PairTable:
 
     def view(self, a: int, b: int) -> PairView:
         return self.views([(a, b)])[0]
-
-
-def _exp(x: float | None) -> float | None:
-    return None if x is None else (math.exp(x) if x < 709.0 else math.inf)
 
 
 def verdict_text(code: int, model_a: str, model_b: str) -> str:

@@ -110,14 +110,7 @@ def anytime_replay(
     # groups; order does not matter for them) and the path, flipped where B was born first.
     _, _, sums = pair_sums(table.scores, pairs=(a_idx, b_idx), groups=table.groups,
                            group_kind=table.group_kind or "cluster")
-    oriented = paths.take(np.arange(m))
-    sign = np.where(a_first, 1, -1)
-    oriented.start_s = oriented.start_s * sign
-    oriented.decided = (oriented.decided * sign).astype(np.int8)
-    # seen from the other model, the two one-sided e-processes trade places
-    oriented.start_log_plus, oriented.start_log_minus = (
-        np.where(sign < 0, oriented.start_log_minus, oriented.start_log_plus),
-        np.where(sign < 0, oriented.start_log_plus, oriented.start_log_minus))
+    oriented = paths.seen_from(np.arange(m), ~a_first)
     figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
                            e_alpha=shares)
     return AnytimeReplay(

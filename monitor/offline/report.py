@@ -215,10 +215,6 @@ class ResolutionReport:
         """Family-adjusted p < α."""
         return self.p_adjusted < self.alpha
 
-    def pair_dict(self, k: int) -> dict[str, Any]:
-        """The JSON object of pair ``k``."""
-        return self.pair_dicts([k])[0]
-
     def pair_dicts(self, ks: list[int] | None = None) -> list[dict[str, Any]]:
         """The JSON objects of pairs ``ks`` (default all), built column by column."""
         res = self.figures

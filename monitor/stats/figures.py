@@ -60,6 +60,11 @@ __all__ = ["GroupSums", "PairFigures", "PairRecord", "PairSums", "pair_figures",
            "plugin_estimates", "sizing_estimates"]
 
 
+def e_of(log_e: float) -> float:
+    """exp(log E) as a float, ``inf`` beyond float range (the log is always finite)."""
+    return math.exp(log_e) if log_e < 709.0 else math.inf
+
+
 def _arr(x: ArrayLike) -> FloatArray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 
@@ -311,7 +316,7 @@ class PairRecord:
     @property
     def e_value(self) -> float:
         """E_n (``inf`` beyond float range)."""
-        return math.exp(self.log_e) if self.log_e < 709.0 else math.inf
+        return e_of(self.log_e)
 
     @property
     def q_cluster(self) -> float | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
@@ -54,16 +53,9 @@ class PairedSummary:
     sums: PairSums | None = field(default=None, repr=False, compare=False)
 
     def _figures(self, alpha: float, power: float) -> PairRecord:
-        sums = self.sums
-        if sums is None:  # built by hand: S and V from the moments
-            s = self.n * self.delta
-            sums = PairSums(n=np.array([float(self.n)]), s=np.array([s]),
-                            v=np.array([self.n * (self.sigma_d2 + self.delta ** 2)]),
-                            sa=np.array([self.n * self.mean_a]),
-                            sb=np.array([self.n * self.mean_b]),
-                            saa=np.zeros(1), sbb=np.zeros(1), sab=np.zeros(1),
-                            binary=np.array([False]))
-        return pair_figures(sums, alpha=alpha, power=power, intervals=False).record(0)
+        if self.sums is None:
+            raise ValueError("this PairedSummary has no sums: build it with paired_summary()")
+        return pair_figures(self.sums, alpha=alpha, power=power, intervals=False).record(0)
 
     def n_star(self, *, alpha: float = 0.05, power: float = 0.8) -> float:
         """Unrounded N* = z² σ̃² / δ̃² from the sizing estimates (``inf`` when δ̂ = 0)."""

@@ -161,6 +161,19 @@ class PairPaths:
     def take(self, idx: ArrayLike) -> PairPaths:
         return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
 
+    def seen_from(self, idx: ArrayLike, swap: ArrayLike) -> PairPaths:
+        """The states of pairs ``idx``, seen from the second model where ``swap``: S at the
+        segment start and the decision change sign, and E₊ and E₋ trade places."""
+        out = self.take(idx)
+        flip = np.asarray(swap, dtype=bool)
+        sign = np.where(flip, -1, 1)
+        out.start_s = out.start_s * sign
+        out.decided = (out.decided * sign).astype(np.int8)
+        out.start_log_plus, out.start_log_minus = (
+            np.where(flip, out.start_log_minus, out.start_log_plus),
+            np.where(flip, out.start_log_plus, out.start_log_minus))
+        return out
+
     def restart(self, idx: IntArray, sides_now: tuple[FloatArray, FloatArray],
                 n: FloatArray, s: FloatArray, v: FloatArray) -> None:
         """Start a new segment of pairs ``idx`` at (n, S, V), freezing the one-sided
