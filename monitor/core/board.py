@@ -234,12 +234,14 @@ class BenchmarkState:
                                      self.perturbed[(variant, item_id, model)])
 
     # -- pair paths ----------------------------------------------------------------------
-    def path_sums(self) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """n, S and V of every pair (lo, hi) over the non-excluded items, flat as ``paths``."""
-        total = self.grams.sum(axis=0)
-        s = total[SX] - total[SX].T
-        v = total[SX2] + total[SX2].T - 2.0 * total[P]
-        return total[N].ravel(), s.ravel(), v.ravel()
+    def path_sums(self, flat: NDArray[np.int64]) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """n, S and V over the non-excluded items of the pairs (lo, hi) at ``flat``
+        (lo · cap + hi, as ``paths``), summed over the clusters for those pairs only."""
+        cap = self.X.shape[1]
+        lo, hi = flat // cap, flat % cap
+        ab = self.grams[:, :, lo, hi].sum(axis=0)  # (slot, pair): a's sums on b's items
+        ba = self.grams[:, :, hi, lo].sum(axis=0)
+        return ab[N], ab[SX] - ba[SX], ab[SX2] + ba[SX2] - 2.0 * ab[P]
 
     def grid_paths(self) -> PairPaths:
         """The path state of every ordered pair (a, b) of the k models, flat at a · k + b.

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.board import BenchmarkState
-from monitor.stats.sequential import MCNEMAR, advance, log_e_sides
+from monitor.stats.sequential import advance, log_e_sides
 
 _PATH_CELLS = 4_000_000  # (results × models) cells per chunk of the sequential pass
 _NONE = np.zeros(0, dtype=np.int64)
@@ -57,19 +57,14 @@ def advance_paths(st: BenchmarkState, rows: NDArray[np.int64], cols: NDArray[np.
     pair = np.concatenate([p[0] for p in parts])
     d = np.concatenate([p[1] for p in parts])
     nonbinary = np.concatenate([p[2] for p in parts])
-    # A decided pair's items matter only where they start a new segment (its displayed
-    # e-value); everything else about it is settled.
-    paths = st.paths
-    switching = np.unique(pair[(paths.kind[pair] == MCNEMAR) & nonbinary])
-    live = (paths.decided[pair] == 0) | np.isin(pair, switching)
-    if not live.all():
-        pair, d, nonbinary = pair[live], d[live], nonbinary[live]
     if pair.size == 0:
         return _NONE
-    base_n, base_s, base_v = st.path_sums()
-    decided = advance(paths, pair, d, nonbinary, base_n=base_n, base_s=base_s,
-                      base_v=base_v, log_threshold=log_threshold)
-    return decided
+    # The sums before the batch, for the pairs it touches only (advance reads them by pair).
+    touched = np.unique(pair)
+    base = np.zeros((3, cap * cap))
+    base[:, touched] = st.path_sums(touched)
+    return advance(st.paths, pair, d, nonbinary, base_n=base[0], base_s=base[1],
+                   base_v=base[2], log_threshold=log_threshold)
 
 
 def exclude_rows(st: BenchmarkState, newly_excluded: NDArray[np.int64]) -> None:
@@ -79,9 +74,9 @@ def exclude_rows(st: BenchmarkState, newly_excluded: NDArray[np.int64]) -> None:
     present = (~np.isnan(old[:, :st.k])).astype(np.float64)
     lo, hi = np.nonzero(np.triu(present.T @ present > 0, 1))
     flat = lo * st.X.shape[1] + hi
-    n0, s0, v0 = st.path_sums()
+    n0, s0, v0 = st.path_sums(flat)
     p = st.paths
-    sides_now = log_e_sides(p.kind[flat], n0[flat], s0[flat], v0[flat],
+    sides_now = log_e_sides(p.kind[flat], n0, s0, v0,
                             start_n=p.start_n[flat], start_s=p.start_s[flat],
                             start_v=p.start_v[flat],
                             start_log_plus=p.start_log_plus[flat],
@@ -90,5 +85,4 @@ def exclude_rows(st: BenchmarkState, newly_excluded: NDArray[np.int64]) -> None:
     st.fold(newly_excluded, old, st.rows_view(newly_excluded))
     # The affected pairs' e-processes continue in a new segment from the sums without
     # the excluded items (the evidence seen so far stays frozen).
-    n1, s1, v1 = st.path_sums()
-    p.restart(flat, sides_now, n1[flat], s1[flat], v1[flat])
+    p.restart(flat, sides_now, *st.path_sums(flat))

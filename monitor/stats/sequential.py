@@ -256,6 +256,14 @@ def advance(
     """
     if pair.size == 0:
         return np.zeros(0, dtype=np.int64)
+    # A decided pair's items matter only where they start a new segment (the e-value shown
+    # for it); everything else about it is settled.
+    switching = np.unique(pair[(paths.kind[pair] == MCNEMAR) & nonbinary])
+    live = (paths.decided[pair] == 0) | np.isin(pair, switching)
+    if not live.all():
+        pair, d, nonbinary = pair[live], d[live], nonbinary[live]
+        if pair.size == 0:
+            return np.zeros(0, dtype=np.int64)
     if pair.size > 1 and np.all(pair[1:] >= pair[:-1]):
         g, dd, nb = pair, d, nonbinary  # already grouped by pair (a replay): no sort
     else:
