@@ -34,27 +34,18 @@ _CHUNK_CELLS = 4_000_000  # items × pairs per chunk
 RULES = ("board", "family")
 
 
-def anytime_replay(
+def _decide(
     table: ScoreTable,
     pairs: tuple[np.ndarray, np.ndarray],
     *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    order: str = "file",
-    seed: int | None = None,
-    planned_models: int = 32,
-    rule: str = "board",
-) -> AnytimeReplay:
-    """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
-
-    ``rule="board"`` (the live monitor's): each pair's share γ_p of α is fixed by its birth
-    order — models are born in the order of their first score in the replay, ties by column —
-    and the pair is decided at its first crossing of 1/γ_p by
-    :func:`monitor.stats.sequential.advance`, the function the live core calls, so the two
-    agree on the same order. ``rule="family"``: every pair of these m at α/m (e-Bonferroni over
-    a family fixed in advance; what the live monitor did before it kept one guarantee for the
-    board's life), kept for comparison.
-    """
+    alpha: float,
+    order: str,
+    seed: int | None,
+    planned_models: int,
+    rule: str,
+) -> tuple[PairPaths, np.ndarray, np.ndarray]:
+    """The sequential pass of :func:`anytime_replay`: the pairs' paths (first-born model first),
+    their shares of α, and whether A = a[k] is the first-born model of each pair."""
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
     if rule not in RULES:
@@ -105,12 +96,39 @@ def anytime_replay(
         nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
         advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
                 log_threshold=log_thr)
+    return paths, shares, a_first
 
+
+def anytime_replay(
+    table: ScoreTable,
+    pairs: tuple[np.ndarray, np.ndarray],
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    order: str = "file",
+    seed: int | None = None,
+    planned_models: int = 32,
+    rule: str = "board",
+) -> AnytimeReplay:
+    """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
+
+    ``rule="board"`` (the live monitor's): each pair's share γ_p of α is fixed by its birth
+    order — models are born in the order of their first score in the replay, ties by column —
+    and the pair is decided at its first crossing of 1/γ_p by
+    :func:`monitor.stats.sequential.advance`, the function the live core calls, so the two
+    agree on the same order. ``rule="family"``: every pair of these m at α/m (e-Bonferroni over
+    a family fixed in advance; what the live monitor did before it kept one guarantee for the
+    board's life), kept for comparison.
+    """
+    paths, shares, a_first = _decide(table, pairs, alpha=alpha, order=order, seed=seed,
+                                     planned_models=planned_models, rule=rule)
+    a_idx = np.asarray(pairs[0], dtype=np.intp)
+    b_idx = np.asarray(pairs[1], dtype=np.intp)
     # The final figures of A − B: the sums on the shared items (the board's, with the table's
     # groups; order does not matter for them) and the path, flipped where B was born first.
     _, _, sums = pair_sums(table.scores, pairs=(a_idx, b_idx), groups=table.groups,
                            group_kind=table.group_kind or "cluster")
-    oriented = paths.seen_from(np.arange(m), ~a_first)
+    oriented = paths.seen_from(np.arange(a_idx.size), ~a_first)
     figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
                            e_alpha=shares)
     return AnytimeReplay(
@@ -136,16 +154,16 @@ def with_anytime(
                             order=order, seed=seed, planned_models=planned_models, rule=rule)
     k = len(table.models)
     if report.family == "all":
-        everyone, a_all, b_all = replay, res.a, res.b
+        a_all, b_all, decided = res.a, res.b, replay.figures.decided
     else:
+        # Every other pair only for its decision: no figures, no intervals.
         present = (~np.isnan(table.scores)).astype(float)
         a_all, b_all = np.triu_indices(k, 1)
         shared = (present.T @ present)[a_all, b_all] > 0
         a_all, b_all = a_all[shared], b_all[shared]
-        everyone = anytime_replay(table, (a_all, b_all), alpha=report.alpha,
-                                  power=report.power, order=order, seed=seed,
-                                  planned_models=planned_models, rule=rule)
-    decided = everyone.figures.decided
+        paths, _, a_first = _decide(table, (a_all, b_all), alpha=report.alpha, order=order,
+                                    seed=seed, planned_models=planned_models, rule=rule)
+        decided = paths.decided * np.where(a_first, 1, -1)
     above = np.zeros((k, k), dtype=bool)
     if decided is not None:
         above[a_all[decided > 0], b_all[decided > 0]] = True
