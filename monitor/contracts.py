@@ -60,8 +60,14 @@ def wire_float(value: Any) -> float | str | None:
     return f
 
 
-def _read_wire_float(value: Any) -> Any:
-    # The inverse of ``wire_float`` for validation: "inf"/"-inf" back to floats.
+def read_wire_float(value: Any) -> Any:
+    """The inverse of :func:`wire_float`: ``"inf"``/``"-inf"`` back to floats, the rest as is.
+
+    Examples
+    --------
+    >>> read_wire_float("inf"), read_wire_float(2.5), read_wire_float(None)
+    (inf, 2.5, None)
+    """
     if value == "inf":
         return math.inf
     if value == "-inf":
@@ -72,7 +78,7 @@ def _read_wire_float(value: Any) -> Any:
 #: A figure on the wire: a number, "inf"/"-inf", or null (see :func:`wire_float`).
 WireFloat = Annotated[
     float | None,
-    BeforeValidator(_read_wire_float),
+    BeforeValidator(read_wire_float),
     PlainSerializer(lambda x: None if x is None else wire_float(x), when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf"]}, {"type": "null"}]}),
 ]

@@ -21,7 +21,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
+from monitor.contracts import (
+    DeadLetter,
+    ItemResult,
+    RankingChange,
+    ResolutionChange,
+    dead_letter,
+    read_wire_float,
+)
 from monitor.core import ApplyResult, CoreConfig, Monitor
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
@@ -267,9 +274,8 @@ class MonitorHost:
             mon = self.monitors.get(str(ev["benchmark"]))
             if mon is None:
                 continue
-            e_value = ev.get("decided_e_value", ev.get("e_value"))
-            log_e = (math.inf if e_value == "inf" else
-                     math.log(float(e_value)) if e_value not in (None, 0) else 0.0)
+            e_value = read_wire_float(ev.get("decided_e_value", ev.get("e_value")))
+            log_e = math.log(float(e_value)) if e_value else 0.0
             ts = ev.get("decided_ts") or ev.get("ts")
             adopted += mon.adopt_decision(
                 str(ev["benchmark"]), str(ev["model_a"]), str(ev["model_b"]),
