@@ -61,6 +61,17 @@ class PairView:
         return out
 
 
+class _Grid:
+    """A read-only (k × k) view of one of the table's kernel figures (flat a · k + b)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, table: PairTable, owner: type | None = None) -> Any:
+        k = len(table.models)
+        return np.asarray(getattr(table.figures, self.name)).reshape(k, k)
+
+
 @dataclass(frozen=True)
 class PairTable:
     """All pair figures of one benchmark at an evaluation, over the (k × k) grid of models.
@@ -85,59 +96,19 @@ class PairTable:
         default_factory=dict, compare=False, repr=False
     )
 
-    # -- grid views ------------------------------------------------------------------------
-    def _grid(self, x: Any) -> Any:
-        k = len(self.models)
-        return np.asarray(x).reshape(k, k)
-
-    @property
-    def n(self) -> FloatArray:
-        return self._grid(self.figures.n)
-
-    @property
-    def s(self) -> FloatArray:
-        return self._grid(self.figures.s)
-
-    @property
-    def v(self) -> FloatArray:
-        return self._grid(self.figures.v)
-
-    @property
-    def delta(self) -> FloatArray:
-        return self._grid(self.figures.delta)
-
-    @property
-    def log_e(self) -> FloatArray:
-        return self._grid(self.figures.log_e)
-
-    @property
-    def q(self) -> FloatArray:
-        return self._grid(self.figures.q)
-
-    @property
-    def q_cluster(self) -> FloatArray:
-        return self._grid(self.figures.q_grouped)
-
-    @property
-    def de(self) -> FloatArray:
-        return self._grid(self.figures.design_effect)
-
-    @property
-    def mde(self) -> FloatArray:
-        return self._grid(self.figures.mde)
-
-    @property
-    def binary(self) -> NDArray[np.bool_]:
-        """Per pair: both models' scores are all 0/1 (the McNemar e-process applies)."""
-        return self._grid(self.figures.binary)
-
-    @property
-    def n10(self) -> FloatArray:
-        return self._grid(self.figures.n10)
-
-    @property
-    def n01(self) -> FloatArray:
-        return self._grid(self.figures.n01)
+    # -- grid views: (k × k) views of the kernel's figures ------------------------------------
+    n = _Grid("n")
+    s = _Grid("s")
+    v = _Grid("v")
+    delta = _Grid("delta")
+    log_e = _Grid("log_e")
+    q = _Grid("q")
+    q_cluster = _Grid("q_grouped")
+    de = _Grid("design_effect")
+    mde = _Grid("mde")
+    binary = _Grid("binary")  # both models' scores all 0/1: the McNemar e-process applies
+    n10 = _Grid("n10")
+    n01 = _Grid("n01")
 
     # -- pairs -----------------------------------------------------------------------------
     def adjacent(self) -> list[tuple[int, int]]:
