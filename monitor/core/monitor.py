@@ -382,6 +382,22 @@ class Monitor:
                 mon._dirty[name] = None
         return mon
 
+    def dump_snapshot(self) -> bytes:
+        """The whole state as bytes (for a store or a state topic); see :meth:`load_snapshot`."""
+        import json
+        import zlib
+
+        return zlib.compress(json.dumps(self.to_snapshot(), separators=(",", ":")).encode(), 1)
+
+    @classmethod
+    def load_snapshot(cls, data: bytes, config: CoreConfig | None = None, *,
+                      now: Callable[[], datetime] = _utcnow) -> Monitor:
+        """Rebuild a monitor from :meth:`dump_snapshot` bytes."""
+        import json
+        import zlib
+
+        return cls.from_snapshot(json.loads(zlib.decompress(data)), config, now=now)
+
     # -- queries -------------------------------------------------------------------------
     @property
     def counters(self) -> dict[str, int]:
