@@ -1,18 +1,22 @@
-"""State of one benchmark: a dense score matrix and per-cluster Gram matrices of the pairs.
+"""State of one benchmark: a dense score matrix and the pair sums of every pair of its models.
 
-Every pair statistic the monitor reports is a function of four Gram matrices over the
-items both models scored (M = presence mask, X = scores with absent as 0):
+Every pair statistic the monitor reports is a function of four (models × models) sums over
+the items both models scored (M = presence mask, X = scores with absent as 0):
 
     n[a, b]   = Σ M_a M_b            (paired items)
-    SX[a, b]  = Σ X_a M_b            (sum of a's scores on items b also has)
-    P[a, b]   = Σ X_a X_b
-    SX2[a, b] = Σ X_a² M_b
+    sx[a, b]  = Σ X_a M_b            (a's scores on the items b also has)
+    p[a, b]   = Σ X_a X_b
+    sx2[a, b] = Σ X_a² M_b           (= sx while every score is 0 or 1)
 
-so ΣD = SX − SXᵀ, ΣD² = SX2 + SX2ᵀ − 2P, and for 0/1 scores n11 = P, n10 = SX − P,
-n01 = SXᵀ − P. Keeping the four matrices per cluster gives the cluster sums of D needed for
-the cluster-robust design effect. A batch of results is folded in by subtracting the old
-contribution of the touched rows and adding the new one — two small matrix products per
-cluster touched instead of a Python loop over the partner models of every result.
+so ΣD = sx − sxᵀ, ΣD² = sx2 + sx2ᵀ − 2p, and for 0/1 scores n11 = p, n10 = sx − p,
+n01 = sxᵀ − p. While a benchmark's scores are all 0/1 the sums are exact 32-bit integer
+counts; its first other score turns sx and p into float64 and adds sx2.
+
+A new score (r, c, x) changes only row c and column c of the sums, by its products with the
+scores already on item r: folding a batch costs one pass over the present models of each
+new result (:meth:`BenchmarkState.fold_new`, a sparse-times-dense product), not a pass over
+every pair. Cluster sums for the design effect are not kept per pair: they are computed
+from the score matrix for the pairs somebody reads (:meth:`BenchmarkState.cluster_sums`).
 """
 
 from __future__ import annotations
@@ -26,25 +30,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.table import PairTable
+from monitor.stats.figures import GroupSums, PairSums
 from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
-# Gram matrix slots along axis 1 of ``BenchmarkState.grams``.
-N, SX, P, SX2 = 0, 1, 2, 3
 UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own cluster
-
+_CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster sums
 
 _BLAS: Any = None
 
 
 @contextlib.contextmanager
 def single_thread_blas() -> Iterator[None]:
-    """Run the Gram products on one BLAS thread.
+    """Run the products on one BLAS thread.
 
-    The products are small (touched rows × a few dozen columns); on a busy machine OpenBLAS'
-    thread pool makes them 10–20× slower than one thread, and the monitor's throughput is
-    bound by them.
+    The products are small (touched rows × the models); on a busy machine OpenBLAS' thread
+    pool makes them 10–20× slower than one thread, and the monitor's throughput is bound by
+    them.
     """
     global _BLAS
     if _BLAS is None:
@@ -57,7 +61,7 @@ def single_thread_blas() -> Iterator[None]:
 
 class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
-    the per-cluster Gram matrices of the items not excluded from resolution."""
+    the pair sums over the items not excluded from resolution."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -70,7 +74,11 @@ class BenchmarkState:
         self.X: FloatArray = np.full((256, 8), np.nan)
         self.group = np.zeros(256, dtype=np.int32)
         self.excluded_rows = np.zeros(256, dtype=bool)
-        self.grams: FloatArray = np.zeros((1, 4, 8, 8))
+        # Pair sums (cap × cap, see the module docstring); sx2 is None while all scores are 0/1.
+        self.n: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
+        self.sx: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
+        self.p: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
+        self.sx2: FloatArray | None = None
         # Accepted scores other than 0/1 per model column: a pair is binary (McNemar
         # e-process) while both of its columns have none.
         self.nonbinary: NDArray[np.int64] = np.zeros(8, dtype=np.int64)
@@ -81,20 +89,34 @@ class BenchmarkState:
         self.perturbed: dict[tuple[str, str, str], float] = {}
         self.perturbed_by_cell: dict[tuple[str, str], list[str]] = {}
         self.stability: dict[str, dict[str, list[int]]] = {}
+        # The verdict last emitted for each pair (cap × cap, [a, b] = −[b, a]).
         self.codes: NDArray[np.int8] = np.zeros((8, 8), dtype=np.int8)
         # Sequential state of each pair (lo, hi), lo < hi in arrival order, at flat index
         # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
         self.paths = PairPaths.empty(8 * 8)
-        self.decided_ts: dict[tuple[int, int], datetime] = {}
+        # When each pair (lo, hi) was decided: an index into ``times`` (−1: undecided).
+        self.decided_at: NDArray[np.int32] = np.full((8, 8), -1, dtype=np.int32)
+        self.times: list[datetime] = []
         # (models best first, resolved, tiers) of the last RankingChange
         self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
+        self._groups: tuple[int, Any, IntArray] | None = None  # cached cluster indicator
 
     # -- growth --------------------------------------------------------------------------
     @property
     def k(self) -> int:
         return len(self.models)
+
+    @property
+    def cap(self) -> int:
+        """Column capacity: the pair arrays are (cap × cap), paths flat lo · cap + hi."""
+        return int(self.X.shape[1])
+
+    @property
+    def binary(self) -> bool:
+        """Every score so far is 0 or 1 (the sums are integer counts)."""
+        return self.sx2 is None
 
     def row_of(self, item_id: str, cluster: str | None) -> int:
         """Row of ``item_id``, created on first sight; its cluster is fixed then."""
@@ -117,7 +139,6 @@ class BenchmarkState:
                 g = len(self.clusters)
                 self.cluster_id[cluster] = g
                 self.clusters.append(cluster)
-                self.grams = np.concatenate([self.grams, np.zeros((1, *self.grams.shape[1:]))])
             self.group[r] = g
         if item_id in self.excluded:
             self.excluded_rows[r] = True
@@ -134,12 +155,11 @@ class BenchmarkState:
             X = np.full((self.X.shape[0], cap), np.nan)
             X[:, :c] = self.X
             self.X = X
-            grams = np.zeros((*self.grams.shape[:2], cap, cap))
-            grams[:, :, :c, :c] = self.grams
-            self.grams = grams
-            codes = np.zeros((cap, cap), dtype=np.int8)
-            codes[:c, :c] = self.codes
-            self.codes = codes
+            self.n, self.sx, self.p, self.codes = (
+                _grown(a, cap) for a in (self.n, self.sx, self.p, self.codes))
+            self.decided_at = _grown(self.decided_at, cap, fill=-1)
+            if self.sx2 is not None:
+                self.sx2 = _grown(self.sx2, cap)
             self.paths = _relayout(self.paths, c, cap)
             self.nonbinary = np.concatenate([self.nonbinary,
                                              np.zeros(cap - c, dtype=np.int64)])
@@ -148,47 +168,188 @@ class BenchmarkState:
         return c
 
     def nbytes(self) -> int:
-        """Bytes held by the numeric state (score matrix, row labels, Gram matrices)."""
-        return int(self.X.nbytes + self.group.nbytes + self.excluded_rows.nbytes
-                   + self.grams.nbytes + self.codes.nbytes)
+        """Bytes held by the numeric state (score matrix, row labels, pair sums, paths)."""
+        arrays = [self.X, self.group, self.excluded_rows, self.n, self.sx, self.p, self.codes,
+                  self.decided_at,
+                  *(getattr(self.paths, f) for f in self.paths.__dataclass_fields__)]
+        if self.sx2 is not None:
+            arrays.append(self.sx2)
+        return int(sum(a.nbytes for a in arrays))
+
+    def to_float(self) -> None:
+        """Switch the sums to float64 (the first score other than 0/1): sx2 = sx then."""
+        if self.sx2 is None:
+            self.sx = self.sx.astype(np.float64)
+            self.p = self.p.astype(np.float64)
+            self.sx2 = self.sx.copy()
 
     # -- folding -------------------------------------------------------------------------
-    def rows_view(self, rows: NDArray[np.int64]) -> FloatArray:
-        """Scores of ``rows`` as they count for resolution (excluded rows read as absent)."""
-        out = self.X[rows]
+    def rows_view(self, rows: IntArray) -> FloatArray:
+        """Scores of ``rows`` (first k columns) as they count for resolution (excluded rows
+        read as absent)."""
+        out = self.X[rows, :self.k]
         out[self.excluded_rows[rows]] = np.nan
         return out
 
-    def fold(self, rows: NDArray[np.int64], old: FloatArray, new: FloatArray) -> None:
-        """Replace the contribution ``old`` of ``rows`` to the Gram matrices by ``new``."""
-        groups = self.group[rows]
-        with single_thread_blas():
-            if groups.size and np.all(groups == groups[0]):
-                self._fold_group(int(groups[0]), old, new)
-                return
-            order = np.argsort(groups, kind="stable")
-            g_sorted = groups[order]
-            cuts = np.flatnonzero(np.diff(g_sorted)) + 1
-            for sl in np.split(order, cuts):
-                self._fold_group(int(groups[sl[0]]), old[sl], new[sl])
+    def fold_new(self, rows: IntArray, cols: IntArray, scores: FloatArray
+                 ) -> tuple[IntArray, NDArray[np.bool_]]:
+        """Add new cells (absent before, on rows not excluded, one per cell) to the sums and
+        write them into the score matrix.
 
-    def _fold_group(self, g: int, old: FloatArray, new: FloatArray) -> None:
-        r = old.shape[0]
-        both = np.concatenate([new, old])
-        present = ~np.isnan(both)
-        x = np.where(present, both, 0.0)
-        m = present.astype(np.float64)
-        sign = np.ones((2 * r, 1))
-        sign[r:] = -1.0
-        ms = m * sign
-        k = x.shape[1]
-        # One product for n, SX and SX2 (they share the signed mask on the right).
-        prod = np.concatenate([m, x, x * x], axis=1).T @ ms
-        gram = self.grams[g]
-        gram[N] += prod[:k]
-        gram[SX] += prod[k:2 * k]
-        gram[SX2] += prod[2 * k:]
-        gram[P] += x.T @ (x * sign)
+        With Δ the new cells and A the scores before, the sums change by ΔᵀA′ + AᵀΔ
+        (A′ = A + Δ): rows ``cols`` by the first, columns ``cols`` by the second — one sparse
+        product each, O(new cells × models). Returns the distinct columns touched and the
+        (touched × k) mask of the pairs (col, j) whose paired items grew.
+        """
+        from scipy import sparse
+
+        k = self.k
+        uniq_r, r_inv = np.unique(rows, return_inverse=True)
+        uniq_c, c_inv = np.unique(cols, return_inverse=True)
+        if np.any((scores != 0.0) & (scores != 1.0)):
+            self.to_float()
+        before = self.X[uniq_r, :k]
+        mb = ~np.isnan(before)
+        ftype = np.float32 if self.binary else np.float64  # 0/1 sums of a batch: exact in float32
+        shape = (uniq_c.size, uniq_r.size)
+        ones = np.ones(rows.size, dtype=ftype)
+        dm = sparse.csr_array((ones, (c_inv, r_inv)), shape=shape)
+        dx = sparse.csr_array((scores.astype(ftype), (c_inv, r_inv)), shape=shape)
+        right = np.empty((uniq_r.size, 3 * k if not self.binary else 2 * k), dtype=ftype)
+        right[:, :k] = mb
+        right[:, k:2 * k] = np.where(mb, before, 0.0)
+        if not self.binary:
+            right[:, 2 * k:] = right[:, k:2 * k] ** 2
+        new_m = np.zeros((uniq_r.size, uniq_c.size), dtype=ftype)
+        new_x = np.zeros((uniq_r.size, uniq_c.size), dtype=ftype)
+        new_m[r_inv, c_inv] = 1.0
+        new_x[r_inv, c_inv] = scores
+        with single_thread_blas():
+            left = sparse.vstack([dm, dx], format="csr")
+            prod = left @ right  # [Δm; Δx]ᵀ (2t × r) against [m | x (| x²)] (r × 2k or 3k)
+            # The batch's own cells against each other (ΔᵀΔ), placed at columns uniq_c.
+            own = left @ np.concatenate([new_m, new_x, new_x * new_x], axis=1)
+        t = uniq_c.size
+        dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
+        dx_m, dx_x = prod[t:, :k], prod[t:, k:2 * k]
+        # Row part (Δfᵀ A′) = Δfᵀ A + Δfᵀ Δ; column part (Aᵀ Δg)ᵀ = Δgᵀ A.
+        row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
+        row_n[:, uniq_c] += own[:t, :t]
+        row_sx[:, uniq_c] += own[t:, :t]
+        row_p[:, uniq_c] += own[t:, t:2 * t]
+        grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
+        self._add(self.n, uniq_c, row_n, dm_m)
+        self._add(self.sx, uniq_c, row_sx, dm_x)
+        self._add(self.p, uniq_c, row_p, dx_x)
+        if self.sx2 is not None:
+            dx2_m = (left[t:].multiply(left[t:])) @ right[:, :k]
+            row_sx2 = np.asarray(dx2_m) + 0.0
+            row_sx2[:, uniq_c] += np.asarray(
+                (left[t:].multiply(left[t:])) @ new_m)
+            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])
+        self.X[rows, cols] = scores
+        return uniq_c, grew
+
+    def _add(self, target: NDArray[Any], cols: IntArray, row_part: NDArray[Any],
+             col_part: NDArray[Any]) -> None:
+        k = self.k
+        if target.dtype.kind == "i":
+            target[cols, :k] += np.rint(row_part).astype(target.dtype)
+            target[:k, cols] += np.rint(col_part.T).astype(target.dtype)
+        else:
+            target[cols, :k] += row_part
+            target[:k, cols] += col_part.T
+
+    def remove_rows(self, rows: IntArray) -> None:
+        """Take ``rows`` (present in the sums now) out of the pair sums."""
+        old = self.rows_view(rows)
+        m = (~np.isnan(old)).astype(np.float64)
+        x = np.where(m > 0, old, 0.0)
+        k = self.k
+        with single_thread_blas():
+            parts = [(self.n, m.T @ m), (self.sx, x.T @ m), (self.p, x.T @ x)]
+            if self.sx2 is not None:
+                parts.append((self.sx2, (x * x).T @ m))
+        for target, delta in parts:
+            if target.dtype.kind == "i":
+                target[:k, :k] -= np.rint(delta).astype(target.dtype)
+            else:
+                target[:k, :k] -= delta
+
+    def stamp(self, flat: IntArray, when: datetime) -> None:
+        """Record ``when`` as the decision time of the pairs at ``flat`` (lo · cap + hi)."""
+        if flat.size:
+            self.times.append(when)
+            lo, hi = np.divmod(flat, self.cap)
+            self.decided_at[lo, hi] = len(self.times) - 1
+
+    def decided_time(self, lo: int, hi: int) -> datetime | None:
+        """When the pair of columns lo < hi was decided (None while undecided)."""
+        i = int(self.decided_at[lo, hi])
+        return None if i < 0 else self.times[i]
+
+    # -- reading -------------------------------------------------------------------------
+    def sx2_of(self, a: IntArray, b: IntArray) -> NDArray[Any]:
+        """Σ x_a² over the items b also has (= sx for 0/1 scores)."""
+        return (self.sx if self.sx2 is None else self.sx2)[a, b]
+
+    def path_sums(self, flat: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """n, S and V over the non-excluded items of the pairs (lo, hi) at ``flat``
+        (lo · cap + hi, as ``paths``)."""
+        lo, hi = np.divmod(flat, self.cap)
+        sab = self.p[lo, hi].astype(np.float64)
+        return (self.n[lo, hi].astype(np.float64),
+                self.sx[lo, hi].astype(np.float64) - self.sx[hi, lo],
+                self.sx2_of(lo, hi) + self.sx2_of(hi, lo) - 2.0 * sab)
+
+    def pair_sums(self, a: IntArray, b: IntArray, *, clusters: bool = True) -> PairSums:
+        """The kernel's input for the pairs (a[i], b[i]) (A = a[i]): sums, binary flags,
+        cluster sums (``clusters``) and each pair's sequential state seen from A."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        binary_col = self.nonbinary[:self.k] == 0
+        return PairSums.build(
+            n=self.n[a, b], sa=self.sx[a, b], sb=self.sx[b, a], saa=self.sx2_of(a, b),
+            sbb=self.sx2_of(b, a), sab=self.p[a, b], binary=binary_col[a] & binary_col[b],
+            groups=self.cluster_sums(a, b) if clusters else None,
+            paths=self.paths.seen_from(lo * self.cap + hi, a > b),
+        )
+
+    def cluster_sums(self, a: IntArray, b: IntArray) -> GroupSums:
+        """Per-cluster sums of D = x_a − x_b for the cluster-robust design effect, from the
+        score matrix (O(items) per pair). Unclustered items are singleton clusters, whose
+        contributions to Σ T², Σ T n, Σ n² and Σ T²/n are ΣD², ΣD, the count and ΣD²."""
+        rows = len(self.item_ids)
+        n_named = len(self.clusters) - 1
+        if self._groups is None or self._groups[0] != rows:
+            from scipy import sparse
+
+            g = self.group[:rows]
+            named = np.flatnonzero(g > UNCLUSTERED)
+            indicator = sparse.csr_array(
+                (np.ones(named.size), (g[named] - 1, named)), shape=(max(n_named, 1), rows))
+            self._groups = (rows, indicator, np.flatnonzero(g == UNCLUSTERED))
+        _, indicator, single = self._groups
+        out = np.zeros((5, a.size))
+        step = max(1, _CLUSTER_CELLS // max(rows, 1))
+        keep = ~self.excluded_rows[:rows]
+        for start in range(0, a.size, step):
+            sl = slice(start, start + step)
+            d = self.X[:rows, a[sl]] - self.X[:rows, b[sl]]
+            present = ~np.isnan(d) & keep[:, None]
+            d = np.where(present, d, 0.0)
+            t = np.asarray(indicator @ d)
+            nc = np.asarray(indicator @ present.astype(np.float64))
+            d0 = d[single]
+            v0, s0 = (d0 * d0).sum(axis=0), d0.sum(axis=0)
+            n0 = present[single].sum(axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t2n = np.where(nc > 0, t * t / np.where(nc > 0, nc, 1.0), 0.0).sum(axis=0)
+            out[:, sl] = [(t * t).sum(axis=0) + v0, (t * nc).sum(axis=0) + s0,
+                          (nc * nc).sum(axis=0) + n0, t2n + v0,
+                          np.count_nonzero(nc > 0, axis=0) + n0]
+        return GroupSums(kind="cluster", n_groups=n_named, t2=out[0], tn=out[1], n2=out[2],
+                         t2_over_n=out[3], count=out[4])
 
     # -- stability -----------------------------------------------------------------------
     def count_stability(self, model: str, kind: str, original: float, perturbed: float) -> None:
@@ -205,7 +366,7 @@ class BenchmarkState:
                 cell[1] += 1
 
     def count_batch_stability(self, perturbed: list[tuple[str, str, str]],
-                              rows: NDArray[np.int64], cols: NDArray[np.int64]) -> None:
+                              rows: IntArray, cols: IntArray) -> None:
         """Count the (original, perturbed) pairs a batch completed.
 
         ``perturbed`` are the (item_id, model, variant) perturbed results accepted in the batch
@@ -233,26 +394,19 @@ class BenchmarkState:
                 self.count_stability(model, variant.split(":", 1)[1], float(self.X[r, c]),
                                      self.perturbed[(variant, item_id, model)])
 
-    # -- pair paths ----------------------------------------------------------------------
-    def path_sums(self, flat: NDArray[np.int64]) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """n, S and V over the non-excluded items of the pairs (lo, hi) at ``flat``
-        (lo · cap + hi, as ``paths``), summed over the clusters for those pairs only."""
-        cap = self.X.shape[1]
-        lo, hi = flat // cap, flat % cap
-        ab = self.grams[:, :, lo, hi].sum(axis=0)  # (slot, pair): a's sums on b's items
-        ba = self.grams[:, :, hi, lo].sum(axis=0)
-        return ab[N], ab[SX] - ba[SX], ab[SX2] + ba[SX2] - 2.0 * ab[P]
 
-    def grid_paths(self) -> PairPaths:
-        """The path state of every ordered pair (a, b) of the k models, flat at a · k + b.
+def _at_cols(block: NDArray[Any], cols: IntArray) -> NDArray[Any]:
+    """(t × k) zeros with columns ``cols`` set from the transposed (t × k) ``block``'s
+    columns ``cols``: the column part of a pair among the batch's own columns."""
+    out = np.zeros_like(block)
+    out[:, cols] = block[:, cols].T
+    return out
 
-        (a, b) with a > b reads the state of (b, a) seen from b's side: S at the segment start
-        and the decision change sign.
-        """
-        k, cap = self.k, self.X.shape[1]
-        lo, hi = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
-        a, b = np.minimum(lo, hi).ravel(), np.maximum(lo, hi).ravel()
-        return self.paths.seen_from(a * cap + b, (lo > hi).ravel())
+
+def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:
+    out = np.full((cap, cap), fill, dtype=a.dtype)
+    out[:a.shape[0], :a.shape[1]] = a
+    return out
 
 
 def _relayout(paths: PairPaths, old_cap: int, new_cap: int) -> PairPaths:

@@ -44,10 +44,9 @@ from monitor.core.board import BenchmarkState
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
-from monitor.core.paths import advance_paths, exclude_rows
-from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot
+from monitor.core.paths import exclude_rows, ingest
+from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import PairTable, PairView, verdict_text
-from monitor.stats.sequential import log_threshold_grid
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 Change = ResolutionChange | RankingChange
@@ -230,19 +229,9 @@ class Monitor:
             # already taken stay); the batch's own results on them never enter.
             exclude_rows(st, newly_excluded)
         if acc_rows.size:
-            touched = np.unique(acc_rows)
-            old = st.rows_view(touched)
-            decided = advance_paths(st, acc_rows, acc_cols, acc_scores,
-                                    log_threshold_grid(
-                                        st.X.shape[1], alpha=self.config.alpha,
-                                        planned_models=self.config.planned_models))
-            now = self._now()
-            cap = st.X.shape[1]
-            for flat in decided.tolist():
-                st.decided_ts[(flat // cap, flat % cap)] = now
-            st.X[acc_rows, acc_cols] = acc_scores
-            np.add.at(st.nonbinary, acc_cols[(acc_scores != 0.0) & (acc_scores != 1.0)], 1)
-            st.fold(touched, old, st.rows_view(touched))
+            decided = ingest(st, acc_rows, acc_cols, acc_scores, alpha=self.config.alpha,
+                             planned_models=self.config.planned_models)
+            st.stamp(decided, self._now())
         st.count_batch_stability(pend.perturbed, acc_rows, acc_cols)
 
     def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
@@ -283,12 +272,19 @@ class Monitor:
         table = st.table if (st.table is not None and not st.table_stale) else evaluate(
             st, self.config)
         k = len(table.models)
-        old = st.codes[:k, :k]
-        changed = np.argwhere(np.triu(old != table.code, 1))
+        # Changes for the pairs readers follow (the family's: the adjacent pairs of the
+        # ranking, or all pairs), against the verdict last emitted for each; the other
+        # pairs' decisions stay queryable and surface when they enter the family.
+        changed: list[tuple[int, int]]
+        if self.config.family == "all":
+            changed = [(int(a), int(b)) for a, b in np.argwhere(np.triu(st.codes[:k, :k] != table.code, 1))]
+        else:
+            changed = [(a, b) for a, b in table.adjacent()
+                       if st.codes[a, b] != table.code[a, b]]
         rank = {m: p for p, m in enumerate(table.order)}
         far = len(table.models)
         pairs = []
-        for a, b in changed.tolist():
+        for a, b in changed:
             ra, rb = rank.get(a, far), rank.get(b, far)
             if (ra, table.models[a]) > (rb, table.models[b]):
                 a, b = b, a
@@ -300,11 +296,13 @@ class Monitor:
         # One kernel call for every changed pair (the intervals need root finding).
         views = table.views([(a, b) for _, _, a, b in pairs])
         for (_, _, a, b), view in zip(pairs, views, strict=True):
+            old = int(st.codes[a, b])
             out.append(resolution_change(
                 view, change_id=self._take_id(), benchmark=st.name, ts=now,
-                previous=verdict_text(int(old[a, b]), table.models[a], table.models[b]),
+                previous=verdict_text(old, table.models[a], table.models[b]),
             ))
-        st.codes[:k, :k] = table.code
+            st.codes[a, b] = table.code[a, b]
+            st.codes[b, a] = table.code[b, a]
         st.table = table
         st.table_stale = False
         _, _, tiers = table.rank_sets()
@@ -345,58 +343,51 @@ class Monitor:
                              f"got {verdict!r}")
         lo, hi = min(a, b), max(a, b)
         code = 1 if st.models[lo] == winner else -1
-        flat = lo * st.X.shape[1] + hi
+        flat = lo * st.cap + hi
         if st.paths.decided[flat] == code:
             return False
         st.paths.decided[flat] = code
         st.paths.decided_n[flat] = n
         st.paths.decided_log_e[flat] = log_e
-        st.decided_ts[(lo, hi)] = ts or self._now()
+        st.stamp(np.asarray([flat]), ts or self._now())
         st.table_stale = True
         self._dirty.setdefault(benchmark, None)
         return True
 
     # -- snapshots -----------------------------------------------------------------------
-    def to_snapshot(self) -> dict[str, Any]:
-        """The whole state as a plain JSON-able value (see :mod:`monitor.core.snapshot`).
-
-        ``from_snapshot(to_snapshot())`` continues exactly as the original would.
-        """
-        benches = {name: {**bench_to_snapshot(st), "dirty": name in self._dirty}
-                   for name, st in self._benches.items()}
-        return {"version": 1, "counters": self._counters.as_dict(),
-                "next_change_id": self._next_change_id, "benchmarks": benches}
-
-    @classmethod
-    def from_snapshot(cls, snapshot: dict[str, Any], config: CoreConfig | None = None, *,
-                      now: Callable[[], datetime] = _utcnow) -> Monitor:
-        """Rebuild a monitor from :meth:`to_snapshot` output."""
-        if snapshot.get("version") != 1:
-            raise ValueError(f"`snapshot` has unknown version {snapshot.get('version')!r}")
-        mon = cls(config, now=now)
-        mon._counters = Counters(**snapshot["counters"])
-        mon._next_change_id = int(snapshot["next_change_id"])
-        for name, b in snapshot["benchmarks"].items():
-            mon._benches[name] = bench_from_snapshot(name, b)
-            if b["dirty"]:
-                mon._dirty[name] = None
-        return mon
-
     def dump_snapshot(self) -> bytes:
-        """The whole state as bytes (for a store or a state topic); see :meth:`load_snapshot`."""
-        import json
-        import zlib
+        """The whole state as bytes (for a store or a state topic; :mod:`monitor.core.snapshot`).
 
-        return zlib.compress(json.dumps(self.to_snapshot(), separators=(",", ":")).encode(), 1)
+        ``load_snapshot(dump_snapshot())`` continues exactly as the original would, and the
+        same state always gives the same bytes.
+        """
+        header: dict[str, Any] = {"version": 2, "counters": self._counters.as_dict(),
+                                  "next_change_id": self._next_change_id, "benchmarks": []}
+        arrays: dict[str, np.ndarray] = {}
+        for i, (name, st) in enumerate(self._benches.items()):
+            head, arr = bench_to_snapshot(st)
+            header["benchmarks"].append({"name": name, "dirty": name in self._dirty, **head})
+            arrays.update({f"{i}/{key}": value for key, value in arr.items()})
+        return pack(header, arrays)
 
     @classmethod
     def load_snapshot(cls, data: bytes, config: CoreConfig | None = None, *,
                       now: Callable[[], datetime] = _utcnow) -> Monitor:
-        """Rebuild a monitor from :meth:`dump_snapshot` bytes."""
-        import json
-        import zlib
-
-        return cls.from_snapshot(json.loads(zlib.decompress(data)), config, now=now)
+        """Rebuild a monitor from :meth:`dump_snapshot` bytes (ValueError if they are not)."""
+        header, arrays = unpack(data)
+        if header.get("version") != 2:
+            raise ValueError(f"snapshot has unknown version {header.get('version')!r}")
+        mon = cls(config, now=now)
+        mon._counters = Counters(**header["counters"])
+        mon._next_change_id = int(header["next_change_id"])
+        for i, b in enumerate(header["benchmarks"]):
+            prefix = f"{i}/"
+            mine = {key[len(prefix):]: value for key, value in arrays.items()
+                    if key.startswith(prefix)}
+            mon._benches[b["name"]] = bench_from_snapshot(b["name"], b, mine)
+            if b["dirty"]:
+                mon._dirty[b["name"]] = None
+        return mon
 
     # -- queries -------------------------------------------------------------------------
     @property
@@ -434,7 +425,7 @@ class Monitor:
             # not valid under continuous monitoring (the anytime verdicts are).
             "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,
                         "correction": self.config.correction, "snapshot": True},
-            "binary": bool(np.all(t.binary)),
+            "binary": t.binary_board,
             "excluded_items": len(st.excluded),
             "top_resolved": t.top_resolved(),
             "tiers": max(tiers, default=0),
@@ -458,6 +449,18 @@ class Monitor:
     def pairs(self, benchmark: str, which: str = "adjacent") -> list[dict[str, Any]]:
         """:meth:`pair_views` as the HTTP API's plain dicts."""
         return [v.as_dict() for v in self.pair_views(benchmark, which)]
+
+    def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
+        """Every stored ``original`` score of ``benchmark`` by (item_id, model)."""
+        st = self._state(benchmark)
+        x = st.X[:len(st.item_ids), :st.k]
+        rr, cc = np.nonzero(~np.isnan(x))
+        return {(st.item_ids[r], st.models[c]): v
+                for r, c, v in zip(rr.tolist(), cc.tolist(), x[rr, cc].tolist(), strict=True)}
+
+    def flags(self, benchmark: str) -> dict[str, set[str]]:
+        """Item ids by flag, over the accepted results of ``benchmark`` (excluded or not)."""
+        return {f: set(items) for f, items in self._state(benchmark).flagged.items()}
 
     def excluded(self, benchmark: str) -> set[str]:
         """Item ids excluded from resolution by their flags."""

@@ -1,79 +1,222 @@
-"""The sequential pass of the live core: each pair's e-process followed item by item.
+"""Ingest and the sequential pass of the live core: pair sums, then each pair's e-process.
 
-:func:`advance_paths` turns a batch's accepted results into the new paired items of every
-pair, in event order, and runs :func:`monitor.stats.sequential.advance` on them;
-:func:`exclude_rows` takes items out of the pair sums and starts the affected pairs' next
-e-process segment. Both change a :class:`~monitor.core.board.BenchmarkState` in place.
+:func:`ingest` folds a batch's accepted results into a
+:class:`~monitor.core.board.BenchmarkState` in runs (no model has more than ``RUN`` results in
+one run): the pair sums of the models a run touches (:meth:`BenchmarkState.fold_new`, one
+pass over the present models of each result), then the sequential decisions. A pair the run
+cannot have decided — its e-process's bound over the run stays below its threshold
+(:func:`monitor.stats.sequential.may_cross`) — is done; only the others are followed item by
+item (:func:`monitor.stats.sequential.advance`), in event order. :func:`exclude_rows` takes
+items out of the pair sums and starts the affected pairs' next e-process segment.
 """
 
 from __future__ import annotations
+
+from dataclasses import fields
+from itertools import pairwise
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.board import BenchmarkState
-from monitor.stats.sequential import advance, log_e_sides
+from monitor.stats.sequential import (
+    MCNEMAR,
+    UNSET,
+    PairPaths,
+    advance,
+    log_e_sides,
+    log_threshold,
+    may_cross,
+    pair_number,
+    pair_share,
+    planned_pairs,
+)
 
-_PATH_CELLS = 4_000_000  # (results × models) cells per chunk of the sequential pass
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+#: Results of one model per run: the bound of a run is loose by at most this many items.
+RUN = 256
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def advance_paths(st: BenchmarkState, rows: NDArray[np.int64], cols: NDArray[np.int64],
-                  scores: NDArray[np.float64], log_threshold: NDArray[np.float64]
-                  ) -> NDArray[np.int64]:
-    """The sequential pass: the batch's new paired items, in event order, through each
-    pair's e-process from the sums before them (:func:`monitor.stats.sequential.advance`).
+def pair_level(lo: IntArray, hi: IntArray, *, alpha: float, planned_models: int) -> FloatArray:
+    """γ_p of the pairs of columns (lo, hi), lo < hi (columns numbered by arrival)."""
+    return pair_share(pair_number(lo, hi), alpha=alpha, planned=planned_pairs(planned_models))
 
-    The result at position t pairs with every model that has the item already or got it
-    earlier in the batch; items excluded from resolution pair with nothing.
-    """
-    keep = ~st.excluded_rows[rows]
-    rows, cols, scores = rows[keep], cols[keep], scores[keep]
-    if rows.size == 0:
+
+def pair_log_threshold(lo: IntArray, hi: IntArray, *, alpha: float, planned_models: int
+                       ) -> FloatArray:
+    """log(1/γ_p) of the pairs of columns (lo, hi), lo < hi."""
+    return log_threshold(pair_level(lo, hi, alpha=alpha, planned_models=planned_models))
+
+
+def runs(cols: IntArray, size: int = RUN) -> list[slice]:
+    """Consecutive slices of a batch in which no column has more than ``size`` results."""
+    if cols.size == 0:
+        return []
+    order = np.argsort(cols, kind="stable")
+    sc = cols[order]
+    first = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1]
+    rank = np.empty(cols.size, dtype=np.int64)
+    rank[order] = np.arange(cols.size) - np.repeat(first, np.diff(np.r_[first, cols.size]))
+    cuts = np.flatnonzero((rank > 0) & (rank % size == 0))
+    edges = [0, *cuts.tolist(), int(cols.size)]
+    return [slice(a, b) for a, b in pairwise(edges) if b > a]
+
+
+def ingest(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
+           alpha: float, planned_models: int) -> IntArray:
+    """Fold new cells (absent before, in event order) into ``st``; return the flat indices of
+    the pairs they decided. Cells on excluded rows are stored but pair with nothing."""
+    out: list[IntArray] = []
+    for sl in runs(cols):
+        out.append(_run(st, rows[sl], cols[sl], scores[sl], alpha=alpha,
+                        planned_models=planned_models))
+    return np.concatenate(out) if out else _NONE
+
+
+def _sides(st: BenchmarkState, c: IntArray, k: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """n, S (from c's side) and V of the pairs (c[i], j) for all j < k, as (t × k) arrays."""
+    sab = st.p[c, :k].astype(np.float64)
+    sx_cj = st.sx[c, :k].astype(np.float64)
+    sx_jc = st.sx[:k, c].T.astype(np.float64)
+    sq_cj, sq_jc = (sx_cj, sx_jc) if st.sx2 is None else (st.sx2[c, :k], st.sx2[:k, c].T)
+    v = sq_cj + sq_jc - 2.0 * sab
+    return st.n[c, :k].astype(np.float64), sx_cj - sx_jc, v
+
+
+def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
+         alpha: float, planned_models: int) -> IntArray:
+    np.add.at(st.nonbinary, cols[(scores != 0.0) & (scores != 1.0)], 1)
+    excluded = st.excluded_rows[rows]
+    if excluded.any():
+        st.X[rows[excluded], cols[excluded]] = scores[excluded]
+        keep = ~excluded
+        rows, cols, scores = rows[keep], cols[keep], scores[keep]
+        if rows.size == 0:
+            return _NONE
+    k, cap = st.k, st.cap
+    touched = np.unique(cols)
+    # Item-by-item input of the pass, read before the cells are written.
+    uniq_r, r_inv = np.unique(rows, return_inverse=True)
+    present = ~np.isnan(st.X[uniq_r, :k])
+    before = _sides(st, touched, k)
+    _, grew = st.fold_new(rows, cols, scores)
+    after = _sides(st, touched, k)
+
+    # The pairs (c, j) that got paired items, each once (lo < hi when both are touched).
+    in_run = np.zeros(k, dtype=bool)
+    in_run[touched] = True
+    j_all = np.arange(k)
+    grew &= ~(in_run[None, :] & (j_all[None, :] <= touched[:, None]))
+    ti, jj = np.nonzero(grew)
+    if ti.size == 0:
         return _NONE
-    k, cap = st.k, st.X.shape[1]
-    uniq, inv = np.unique(rows, return_inverse=True)
-    before = st.X[uniq, :k]
-    after = before.copy()
-    after[inv, cols] = scores
-    present = ~np.isnan(before)
-    written = np.full((uniq.size, k), rows.size, dtype=np.int64)
-    written[inv, cols] = np.arange(rows.size)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    step = max(1, _PATH_CELLS // max(k, 1))
-    for start in range(0, rows.size, step):
-        t = np.arange(start, min(start + step, rows.size))
-        mask = present[inv[t]] | (written[inv[t]] < t[:, None])
-        mask[np.arange(t.size), cols[t]] = False
-        tt, jj = np.nonzero(mask)
-        tt = t[tt]
-        c = cols[tt]
-        x_c, x_j = scores[tt], after[inv[tt], jj]
-        first = c < jj
-        lo, hi = np.where(first, c, jj), np.where(first, jj, c)
+    c = touched[ti]
+    lo, hi = np.minimum(c, jj), np.maximum(c, jj)
+    sign = np.where(c == lo, 1.0, -1.0)  # S of (lo, hi) from c's side
+    flat = lo * cap + hi
+    paths = st.paths
+    kind = paths.kind[flat]
+    binary_now = (st.nonbinary[c] == 0) & (st.nonbinary[jj] == 0)
+    # A pair whose items are all 0/1 runs McNemar from its first item on.
+    new_mc = (kind == UNSET) & binary_now
+    paths.kind[flat[new_mc]] = MCNEMAR
+    kind = np.where(new_mc, MCNEMAR, kind)
+    # Item by item: a first item whose kind depends on it, a McNemar pair that may meet a
+    # score other than 0/1 (its switch), and undecided pairs the run may have decided.
+    exact = (kind == UNSET) | ((kind == MCNEMAR) & ~binary_now)
+    undecided = np.flatnonzero((paths.decided[flat] == 0) & ~exact)
+    need = exact | (paths.decided[flat] == 0)
+    thr = np.zeros(flat.size)
+    thr[need] = pair_log_threshold(lo[need], hi[need], alpha=alpha,
+                                   planned_models=planned_models)
+    if undecided.size:
+        u = undecided
+        b_n, b_s, b_v = (x[ti[u], jj[u]] for x in before)
+        a_n, a_s, a_v = (x[ti[u], jj[u]] for x in after)
+        f = flat[u]
+        exact[u] = may_cross(kind[u], (b_n, b_s * sign[u], b_v), (a_n, a_s * sign[u], a_v),
+                             start_n=paths.start_n[f], start_s=paths.start_s[f],
+                             start_v=paths.start_v[f], start_log_plus=paths.start_log_plus[f],
+                             start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
+    pick = np.flatnonzero(exact)
+    if pick.size == 0:
+        return _NONE
+    base = (before[0][ti[pick], jj[pick]], before[1][ti[pick], jj[pick]] * sign[pick],
+            before[2][ti[pick], jj[pick]])
+    return _follow(st, rows, cols, scores, uniq_r, r_inv, present, touched, flat[pick], base,
+                   thr[pick])
+
+
+def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
+            uniq_r: IntArray, r_inv: IntArray, present: NDArray[np.bool_], touched: IntArray,
+            flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray], thr: FloatArray
+            ) -> IntArray:
+    """The item-by-item pass of the pairs ``flat`` (sums ``base`` before the run) along the
+    run's results: the result at position t pairs with every model that has the item
+    already or got it earlier in the run. Cost: the followed pairs' new items."""
+    k, cap = st.k, st.cap
+    order = np.argsort(flat)
+    flat, thr = flat[order], thr[order]
+    b_n, b_s, b_v = (b[order] for b in base)
+    lo, hi = np.divmod(flat, cap)
+    after = np.where(present, st.X[uniq_r, :k], np.nan)
+    after[r_inv, cols] = scores
+    written = np.full(present.shape, rows.size, dtype=np.int64)
+    written[r_inv, cols] = np.arange(rows.size)
+    # Each followed pair under each of its ends that has results in the run.
+    ends = np.r_[lo, hi]
+    others = np.r_[hi, lo]
+    pair_of = np.r_[np.arange(flat.size), np.arange(flat.size)]
+    in_run = np.isin(ends, touched)
+    ends, others, pair_of = ends[in_run], others[in_run], pair_of[in_run]
+    by_end = np.argsort(ends, kind="stable")
+    ends, others, pair_of = ends[by_end], others[by_end], pair_of[by_end]
+    cut = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1], True])
+    ev_order = np.argsort(cols, kind="stable")  # each column's results in event order
+    ev_cols = cols[ev_order]
+    parts: list[tuple[IntArray, IntArray, FloatArray, NDArray[np.bool_]]] = []
+    for a, b in pairwise(cut.tolist()):
+        c = int(ends[a])
+        partners, pairs = others[a:b], pair_of[a:b]
+        lo_e, hi_e = np.searchsorted(ev_cols, [c, c + 1])
+        ev = ev_order[lo_e:hi_e]  # c's results, in event order
+        r = r_inv[ev]
+        # partner has the item before the result: stored already, or earlier in the run
+        mask = present[r[:, None], partners] | (written[r[:, None], partners] < ev[:, None])
+        pj, ti = np.nonzero(mask.T)  # pair-major, each pair's items in event order
+        x_c, x_j = scores[ev[ti]], after[r[ti], partners[pj]]
+        first = c < partners[pj]
         d = np.where(first, x_c - x_j, x_j - x_c)
         nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_j != 0.0) & (x_j != 1.0)
-        parts.append((lo * cap + hi, d, nonbinary))
-    pair = np.concatenate([p[0] for p in parts])
-    d = np.concatenate([p[1] for p in parts])
-    nonbinary = np.concatenate([p[2] for p in parts])
-    if pair.size == 0:
+        parts.append((pairs[pj], ev[ti], d, nonbinary))
+    if not parts:
         return _NONE
-    # The sums before the batch, for the pairs it touches only (advance reads them by pair).
-    touched = np.unique(pair)
-    base = np.zeros((3, cap * cap))
-    base[:, touched] = st.path_sums(touched)
-    return advance(st.paths, pair, d, nonbinary, base_n=base[0], base_s=base[1],
-                   base_v=base[2], log_threshold=log_threshold)
+    idx = np.concatenate([p[0] for p in parts])
+    tt = np.concatenate([p[1] for p in parts])
+    d = np.concatenate([p[2] for p in parts])
+    nonbinary = np.concatenate([p[3] for p in parts])
+    if len(parts) > 1:
+        # Items of the pairs under two ends come in two blocks: merge into event order.
+        seq = np.lexsort((tt, idx))
+        idx, d, nonbinary = idx[seq], d[seq], nonbinary[seq]
+    local = st.paths.take(flat)
+    decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
+                      log_threshold=thr)
+    for f in fields(PairPaths):
+        getattr(st.paths, f.name)[flat] = getattr(local, f.name)
+    return flat[decided]
 
 
-def exclude_rows(st: BenchmarkState, newly_excluded: NDArray[np.int64]) -> None:
+def exclude_rows(st: BenchmarkState, newly_excluded: IntArray) -> None:
     """Take ``newly_excluded`` rows out of the pair sums; the affected pairs' e-processes
     continue in a new segment (the evidence seen so far stays frozen)."""
     old = st.rows_view(newly_excluded)
-    present = (~np.isnan(old[:, :st.k])).astype(np.float64)
+    present = (~np.isnan(old)).astype(np.float64)
     lo, hi = np.nonzero(np.triu(present.T @ present > 0, 1))
-    flat = lo * st.X.shape[1] + hi
+    flat = lo * st.cap + hi
     n0, s0, v0 = st.path_sums(flat)
     p = st.paths
     sides_now = log_e_sides(p.kind[flat], n0, s0, v0,
@@ -81,8 +224,8 @@ def exclude_rows(st: BenchmarkState, newly_excluded: NDArray[np.int64]) -> None:
                             start_v=p.start_v[flat],
                             start_log_plus=p.start_log_plus[flat],
                             start_log_minus=p.start_log_minus[flat])
+    st.remove_rows(newly_excluded)
     st.excluded_rows[newly_excluded] = True
-    st.fold(newly_excluded, old, st.rows_view(newly_excluded))
     # The affected pairs' e-processes continue in a new segment from the sums without
     # the excluded items (the evidence seen so far stays frozen).
     p.restart(flat, sides_now, *st.path_sums(flat))

@@ -1,96 +1,150 @@
-"""Snapshots of the live monitor: its whole state as a plain JSON-able value and back.
+"""Snapshots of the live monitor: its whole state as arrays plus a small JSON header, and back.
 
-Only scores and decisions are stored (not derived statistics): the Gram matrices are rebuilt
-from the scores on load, so a snapshot is compact and ``from_snapshot(to_snapshot())``
-continues exactly as the original would.
+A snapshot holds what cannot be recomputed cheaply or at all: the scores (int8 codes while all
+are 0/1), the pair sums (so a restart costs a copy, not a refold of every item against every
+model), each pair's sequential state (its items' order is not in the scores) and the verdicts
+last emitted. ``load(dump(x))`` continues exactly as ``x`` would, and :func:`pack` of the same
+state gives the same bytes.
+
+The byte format (:func:`pack` / :func:`unpack`): ``LLMMON-SNAPSHOT 2\\n``, then zlib(level 1) of
+an 8-byte header length, the JSON header (arrays' dtype, shape and offset) and the arrays'
+raw little-endian bytes.
 """
 
 from __future__ import annotations
 
+import json
+import struct
+import zlib
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from monitor.core.board import BenchmarkState
+from monitor.stats.sequential import PairPaths
+
+MAGIC = b"LLMMON-SNAPSHOT 2\n"
+_DENSE_PATHS = ("kind", "decided")  # int8 per pair; the float fields are mostly 0: sparse
 
 
-def bench_to_snapshot(st: BenchmarkState) -> dict[str, Any]:
-    """One benchmark's state as a plain JSON-able value (scores, not derived statistics)."""
-    rows, k, cap = len(st.item_ids), st.k, st.X.shape[1]
+def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One benchmark's state as (JSON-able header, named arrays)."""
+    rows, k, cap = len(st.item_ids), st.k, st.cap
     x = st.X[:rows, :k]
-    # Row-major like np.argwhere; .tolist() gives the Python ints and floats at C
-    # speed (indexing x[r, c] cell by cell dominated a checkpoint of a large matrix).
-    rr, cc = np.nonzero(~np.isnan(x))
-    return {
-        "items": list(st.item_ids),
-        "models": list(st.models),
-        "clusters": list(st.clusters[1:]),
-        "group": st.group[:rows].tolist(),
-        "cells": [[r, c, v] for r, c, v in zip(rr.tolist(), cc.tolist(),
-                                                x[rr, cc].tolist(), strict=True)],
+    binary = bool(np.all(st.nonbinary[:k] == 0))
+    arrays: dict[str, np.ndarray] = {
+        "group": st.group[:rows], "excluded_rows": st.excluded_rows[:rows],
+        "x": np.where(np.isnan(x), -1, x).astype(np.int8) if binary else x,
+        "nonbinary": st.nonbinary[:k], "n": st.n[:k, :k], "sx": st.sx[:k, :k],
+        "p": st.p[:k, :k], "codes": st.codes[:k, :k], "decided_at": st.decided_at[:k, :k],
+    }
+    if st.sx2 is not None:
+        arrays["sx2"] = st.sx2[:k, :k]
+    for name in PairPaths.__dataclass_fields__:
+        grid = getattr(st.paths, name).reshape(cap, cap)[:k, :k]
+        if name in _DENSE_PATHS:
+            arrays[f"paths.{name}"] = grid
+        else:
+            at = np.flatnonzero(grid)
+            arrays[f"paths.{name}.at"] = at
+            arrays[f"paths.{name}.values"] = grid.ravel()[at]
+    header = {
+        "items": st.item_ids, "models": st.models, "clusters": st.clusters[1:],
+        "binary_codes": binary,
         "flagged": {f: sorted(items) for f, items in sorted(st.flagged.items())},
         "excluded": sorted(st.excluded),
         "perturbed": [[v, i, m, sc] for (v, i, m), sc in st.perturbed.items()],
-        "stability": {m: {k2: list(v) for k2, v in kinds.items()}
-                      for m, kinds in st.stability.items()},
-        "codes": st.codes[:k, :k].tolist(),
+        "stability": st.stability,
         "last_ranking": [list(st.last_ranking[0]), st.last_ranking[1],
                          list(st.last_ranking[2])],
-        # The sequential state of each pair (k × k, upper triangle used): the order its items
-        # came in is not in the cells, so decisions and e-process kinds are kept as they are.
-        "paths": {name: getattr(st.paths, name).reshape(cap, cap)[:k, :k].tolist()
-                  for name in st.paths.__dataclass_fields__},
-        "decided_ts": [[lo, hi, ts.isoformat()] for (lo, hi), ts in st.decided_ts.items()],
+        "times": [t.isoformat() for t in st.times],
     }
+    return header, arrays
 
 
-def bench_from_snapshot(name: str, b: dict[str, Any]) -> BenchmarkState:
+def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
+                        ) -> BenchmarkState:
     """Rebuild one benchmark's state from :func:`bench_to_snapshot` output."""
     st = BenchmarkState(name)
-    st.excluded = set(b["excluded"])
-    for cl in b["clusters"]:
+    st.excluded = set(header["excluded"])
+    for cl in header["clusters"]:
         st.cluster_id[cl] = len(st.clusters)
         st.clusters.append(cl)
-    st.grams = np.zeros((len(st.clusters), *st.grams.shape[1:]))
-    for item, g in zip(b["items"], b["group"], strict=True):
-        r = st.row_of(item, None)
-        st.group[r] = g
-    for model in b["models"]:
+    for item in header["items"]:
+        st.row_of(item, None)
+    for model in header["models"]:
         st.col_of(model)
-    rows_all = np.arange(len(st.item_ids), dtype=np.int64)
-    old = st.rows_view(rows_all)
-    for r, c, score in b["cells"]:
-        st.X[r, c] = score
-        if score not in (0.0, 1.0):
-            st.nonbinary[c] += 1
-    st.fold(rows_all, old, st.rows_view(rows_all))
-    st.flagged = {f: set(items) for f, items in b["flagged"].items()}
-    st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in b["perturbed"]}
-    for v, i, m, _ in b["perturbed"]:
+    rows, k = len(st.item_ids), st.k
+    st.group[:rows] = arrays["group"]
+    st.excluded_rows[:rows] = arrays["excluded_rows"]
+    x = arrays["x"]
+    st.X[:rows, :k] = np.where(x < 0, np.nan, x) if header["binary_codes"] else x
+    st.nonbinary[:k] = arrays["nonbinary"]
+    if "sx2" in arrays:
+        st.to_float()
+        assert st.sx2 is not None
+        st.sx2[:k, :k] = arrays["sx2"]
+    st.n[:k, :k] = arrays["n"]
+    st.sx[:k, :k] = arrays["sx"]
+    st.p[:k, :k] = arrays["p"]
+    st.codes[:k, :k] = arrays["codes"]
+    st.decided_at[:k, :k] = arrays["decided_at"]
+    cap = st.cap
+    for field in PairPaths.__dataclass_fields__:
+        target = getattr(st.paths, field).reshape(cap, cap)
+        if field in _DENSE_PATHS:
+            target[:k, :k] = arrays[f"paths.{field}"]
+        else:
+            at = arrays[f"paths.{field}.at"]
+            target[at // max(k, 1), at % max(k, 1)] = arrays[f"paths.{field}.values"]
+    st.times = [datetime.fromisoformat(t) for t in header["times"]]
+    st.flagged = {f: set(items) for f, items in header["flagged"].items()}
+    st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in header["perturbed"]}
+    for v, i, m, _ in header["perturbed"]:
         st.perturbed_by_cell.setdefault((i, m), []).append(v)
-    if all(len(v) == 3 for kinds in b["stability"].values() for v in kinds.values()):
-        st.stability = {m: {k2: list(v) for k2, v in kinds.items()}
-                        for m, kinds in b["stability"].items()}
-    else:  # a snapshot from before the right-on-original count: recount
-        st.stability = {}
-        for v, i, m, sc in b["perturbed"]:
-            row, col = st.item_row.get(i), st.model_col.get(m)
-            if row is not None and col is not None and not np.isnan(st.X[row, col]):
-                st.count_stability(m, v.split(":", 1)[1], float(st.X[row, col]),
-                                   float(sc))
-    k = st.k
-    st.codes[:k, :k] = np.asarray(b["codes"], dtype=np.int8).reshape(k, k)
-    last = b["last_ranking"]
-    st.last_ranking = (tuple(last[0]), bool(last[1]),
-                       tuple(int(t) for t in last[2]) if len(last) > 2 else ())
-    cap = st.X.shape[1]
-    for name, values in b.get("paths", {}).items():
-        if name not in st.paths.__dataclass_fields__:
-            continue  # a field of an older layout
-        target = getattr(st.paths, name).reshape(cap, cap)
-        target[:k, :k] = np.asarray(values, dtype=target.dtype).reshape(k, k)
-    st.decided_ts = {(int(lo), int(hi)): datetime.fromisoformat(ts)
-                     for lo, hi, ts in b.get("decided_ts", [])}
+    st.stability = {m: {kind: list(c) for kind, c in kinds.items()}
+                    for m, kinds in header["stability"].items()}
+    last = header["last_ranking"]
+    st.last_ranking = (tuple(last[0]), bool(last[1]), tuple(int(t) for t in last[2]))
     st.table_stale = True
     return st
+
+
+def pack(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """``header`` and ``arrays`` as snapshot bytes (the same input gives the same bytes)."""
+    layout = []
+    chunks = []
+    offset = 0
+    for name, arr in arrays.items():
+        a = np.ascontiguousarray(arr)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        layout.append([name, a.dtype.str, list(a.shape), offset, a.nbytes])
+        chunks.append(a.tobytes())
+        offset += a.nbytes
+    head = json.dumps({"header": header, "arrays": layout}, separators=(",", ":")).encode()
+    comp = zlib.compressobj(1)
+    parts = [MAGIC, comp.compress(struct.pack("<Q", len(head)) + head)]
+    parts.extend(comp.compress(c) for c in chunks)
+    parts.append(comp.flush())
+    return b"".join(parts)
+
+
+def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The (header, arrays) of :func:`pack` bytes; a clear error for anything else."""
+    if not data.startswith(MAGIC):
+        raise ValueError("not an llm-monitor snapshot (version 2): bad magic bytes")
+    try:
+        raw = zlib.decompress(data[len(MAGIC):])
+        (size,) = struct.unpack("<Q", raw[:8])
+        meta = json.loads(raw[8:8 + size])
+    except (zlib.error, struct.error, ValueError) as exc:
+        raise ValueError(f"corrupt llm-monitor snapshot: {exc}") from exc
+    body = memoryview(raw)[8 + size:]
+    arrays = {}
+    for name, dtype, shape, offset, nbytes in meta["arrays"]:
+        if offset + nbytes > len(body):
+            raise ValueError(f"corrupt llm-monitor snapshot: array {name!r} is truncated")
+        arrays[name] = np.frombuffer(body[offset:offset + nbytes], dtype=np.dtype(dtype)
+                                     ).reshape(shape)
+    return meta["header"], arrays

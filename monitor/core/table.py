@@ -1,15 +1,16 @@
-"""What the core hands out about a benchmark's pairs: a table of kernel figures and pair views.
+"""What the core hands out about a benchmark's pairs: its verdicts, ranking and pair views.
 
-Every figure comes from :func:`monitor.stats.figures.pair_figures` over the (k × k) grid of
-model pairs (entry [a, b] is model a against model b). The confidence sequence and q_AV need
-root finding, so they are computed for the pairs somebody reads (and cached).
+Every figure comes from :func:`monitor.stats.figures.pair_figures`, computed for the pairs
+somebody reads (the family's, a queried pair's; cached): a board of thousands of models has
+millions of pairs, and nobody reads them all at once. Entry [a, b] is model a against b.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,22 +63,34 @@ class PairView:
 
 
 class _Grid:
-    """A read-only (k × k) view of one of the table's kernel figures (flat a · k + b)."""
+    """A read-only (k × k) view of one of the kernel's figures over every pair (flat a · k + b),
+    computed on first use: O(k²), for small boards and tests — large boards read pairs."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __get__(self, table: PairTable, owner: type | None = None) -> Any:
         k = len(table.models)
-        return np.asarray(getattr(table.figures, self.name)).reshape(k, k)
+        return np.asarray(getattr(table.all_figures(), self.name)).reshape(k, k)
+
+
+class PairSource(Protocol):
+    """Where a table reads pair sums from (the live state: the benchmark's pair sums)."""
+
+    def pair_sums(self, a: NDArray[np.int64], b: NDArray[np.int64], *,
+                  clusters: bool = True) -> PairSums: ...
 
 
 @dataclass(frozen=True)
 class PairTable:
-    """All pair figures of one benchmark at an evaluation, over the (k × k) grid of models.
+    """The verdicts and ranking of one benchmark at an evaluation, with every pair's figures
+    on demand.
 
-    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise. The grid
-    properties (``n``, ``delta``, ``q`` …) are (k × k) views of the kernel's figures.
+    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise (the
+    decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
+    read (:meth:`records`, cached) from ``source``, which is the live state: a table handed out
+    is current until the next batch is applied (the monitor hands out a new one then). The grid
+    properties (``n``, ``delta``, ``q`` …) are (k × k) views over every pair, for small boards.
     """
 
     models: tuple[str, ...]
@@ -86,15 +99,29 @@ class PairTable:
     order: tuple[int, ...]  # indices of active models, best first
     m: int
     family_alpha: float
-    levels: FloatArray  # each ordered pair's share γ_p of α, flat a · k + b
     power: float
-    sums: PairSums
-    figures: PairFigures
     code: NDArray[np.int8]
-    decided_ts: dict[tuple[int, int], datetime] = field(default_factory=dict, compare=False)
+    source: PairSource = field(compare=False, repr=False)
+    levels_of: Callable[[NDArray[np.int64], NDArray[np.int64]], FloatArray] = field(
+        compare=False, repr=False)
+    decided_ts: Callable[[int, int], datetime | None] = field(
+        default=lambda a, b: None, compare=False, repr=False)
+    binary_board: bool = True  # every score so far is 0 or 1
     _records: dict[tuple[int, int], PairRecord] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _all: list[PairFigures] = field(default_factory=list, compare=False, repr=False)
+
+    def all_figures(self) -> PairFigures:
+        """The kernel's figures of every ordered pair (flat a · k + b), without the intervals
+        (which need root finding): O(k²) time and memory, cached."""
+        if not self._all:
+            k = len(self.models)
+            a, b = (x.ravel() for x in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
+            self._all.append(pair_figures(
+                self.source.pair_sums(a, b), alpha=self.family_alpha, power=self.power,
+                e_alpha=self.levels_of(a, b), intervals=False, p_values=False))
+        return self._all[0]
 
     # -- grid views: (k × k) views of the kernel's figures ------------------------------------
     n = _Grid("n")
@@ -114,6 +141,10 @@ class PairTable:
     def adjacent(self) -> list[tuple[int, int]]:
         """Adjacent pairs (higher ranked, lower ranked) of the ranking."""
         return list(zip(self.order[:-1], self.order[1:], strict=True))
+
+    def followed(self, family: str) -> list[tuple[int, int]]:
+        """The pairs read together: the adjacent ones, or every pair (``family="all"``)."""
+        return self.adjacent() if family == "adjacent" else self.all_pairs()
 
     def all_pairs(self) -> list[tuple[int, int]]:
         """Every pair of active models, the higher ranked first."""
@@ -153,12 +184,12 @@ class PairTable:
 
     def records(self, pairs: list[tuple[int, int]]) -> list[PairRecord]:
         """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
-        k = len(self.models)
         todo = [p for p in pairs if p not in self._records]
         if todo:
-            idx = np.asarray([a * k + b for a, b in todo], dtype=np.int64)
-            fig = pair_figures(self.sums.take(idx), alpha=self.family_alpha,
-                               power=self.power, e_alpha=self.levels[idx])
+            a = np.asarray([p[0] for p in todo], dtype=np.int64)
+            b = np.asarray([p[1] for p in todo], dtype=np.int64)
+            fig = pair_figures(self.source.pair_sums(a, b), alpha=self.family_alpha,
+                               power=self.power, e_alpha=self.levels_of(a, b))
             for j, p in enumerate(todo):
                 self._records[p] = fig.record(j)
         return [self._records[p] for p in pairs]
@@ -167,8 +198,7 @@ class PairTable:
         """The pairs as :class:`PairView` (A = the first index of each pair)."""
         out = []
         for (a, b), rec in zip(pairs, self.records(pairs), strict=True):
-            key = (min(a, b), max(a, b))
-            ts = self.decided_ts.get(key)
+            ts = self.decided_ts(min(a, b), max(a, b))
             out.append(PairView(self.models[a], self.models[b], self.verdict(a, b), rec,
                                 None if ts is None else ts.isoformat()))
         return out

@@ -21,6 +21,7 @@ everything between a consumed record and the state is here, with no I/O and no K
 
 from __future__ import annotations
 
+import base64
 import json
 import zlib
 from collections.abc import Iterable, Sequence
@@ -127,8 +128,8 @@ class WorkerCore:
                     p = int(obj["partition"])
                     if p in owned:
                         name = obj["benchmark"]
-                        self.host.put(name, Monitor.from_snapshot(obj["snapshot"],
-                                                                  self.host.config))
+                        self.host.put(name, Monitor.load_snapshot(
+                            base64.b64decode(obj["snapshot"]), self.host.config))
                         self.bench_partition[name] = p
                         self.bench_offset[name] = int(obj["offset"])
             new = owned - self._ever_owned
@@ -257,7 +258,8 @@ class WorkerCore:
                     continue
                 out.append((_BENCH_PREFIX + name.encode(), encode_state({
                     "benchmark": name, "partition": p, "offset": self.bench_offset[name],
-                    "snapshot": self.host.monitors[name].to_snapshot(),
+                    "snapshot": base64.b64encode(
+                        self.host.monitors[name].dump_snapshot()).decode("ascii"),
                 })))
             for p in sorted(self._touched_parts):
                 if only is not None and p not in only:

@@ -57,6 +57,8 @@ __all__ = [
     "log_e_sides",
     "log_threshold",
     "log_threshold_grid",
+    "may_cross",
+    "mcnemar_boundary",
     "pair_number",
     "pair_share",
     "planned_pairs",
@@ -323,25 +325,158 @@ def advance(
         return np.zeros(0, dtype=np.int64)
     sel = np.flatnonzero(undecided)
     gs = g[sel]
-    plus, minus = log_e_sides(kind[sel], n[sel], s[sel], v[sel], start_n=seg_n[sel],
-                              start_s=seg_s[sel], start_v=seg_v[sel],
-                              start_log_plus=seg_lp[sel], start_log_minus=seg_lm[sel])
     # Each direction is decided by its own one-sided e-process at level γ/2: E₊ is a
     # supermartingale whenever the first model is not better, E₋ whenever the second is
     # not, so a false or wrong-direction decision has probability ≤ γ — across segments too.
     side_thr = log_threshold[gs] + _LOG2
-    up, down = plus >= side_thr, minus >= side_thr
-    crossed = up | down
+    crossed = _crossed(kind[sel], n[sel], s[sel], v[sel], seg_n[sel], seg_s[sel], seg_v[sel],
+                       seg_lp[sel], seg_lm[sel], side_thr)
     if not crossed.any():
         return np.zeros(0, dtype=np.int64)
     hit = sel[crossed]
     first = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
-    at = np.searchsorted(sel, first)
+    plus, minus = log_e_sides(kind[first], n[first], s[first], v[first], start_n=seg_n[first],
+                              start_s=seg_s[first], start_v=seg_v[first],
+                              start_log_plus=seg_lp[first], start_log_minus=seg_lm[first])
     decided = g[first]
-    paths.decided[decided] = np.where(plus[at] >= minus[at], 1, -1).astype(np.int8)
+    paths.decided[decided] = np.where(plus >= minus, 1, -1).astype(np.int8)
     paths.decided_n[decided] = n[first]
-    paths.decided_log_e[decided] = np.logaddexp(plus[at], minus[at]) - _LOG2
+    paths.decided_log_e[decided] = np.logaddexp(plus, minus) - _LOG2
     return decided
+
+
+def _crossed(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: FloatArray,
+             seg_n: FloatArray, seg_s: FloatArray, seg_v: FloatArray, seg_lp: FloatArray,
+             seg_lm: FloatArray, side_thr: FloatArray) -> NDArray[np.bool_]:
+    """log E₊ ≥ ``side_thr`` or log E₋ ≥ ``side_thr`` at each state.
+
+    A McNemar segment with nothing frozen before it (the common case) is read from the
+    crossing boundary of its level (:func:`mcnemar_boundary`): a table lookup per item instead
+    of two special functions; the other states evaluate :func:`log_e_sides`.
+    """
+    out = np.zeros(n.size, dtype=bool)
+    table = (kind == MCNEMAR) & (seg_lp == 0.0) & (seg_lm == 0.0)
+    if table.any():
+        idx = np.flatnonzero(table)
+        ds, dv = s[idx] - seg_s[idx], np.maximum(v[idx] - seg_v[idx], 0.0)
+        n10 = np.rint(np.maximum((dv + ds) / 2.0, 0.0)).astype(np.int64)
+        n01 = np.rint(np.maximum((dv - ds) / 2.0, 0.0)).astype(np.int64)
+        thr = side_thr[idx]
+        for level in np.unique(thr):
+            at = thr == level if idx.size > 1 else np.ones(1, dtype=bool)
+            bound = mcnemar_boundary(float(level), int(max(n10[at].max(), n01[at].max())) + 1)
+            out[idx[at]] = (n10[at] >= bound[n01[at]]) | (n01[at] >= bound[n10[at]])
+    rest = np.flatnonzero(~table)
+    if rest.size:
+        plus, minus = log_e_sides(kind[rest], n[rest], s[rest], v[rest], start_n=seg_n[rest],
+                                  start_s=seg_s[rest], start_v=seg_v[rest],
+                                  start_log_plus=seg_lp[rest], start_log_minus=seg_lm[rest])
+        out[rest] = (plus >= side_thr[rest]) | (minus >= side_thr[rest])
+    return out
+
+
+def may_cross(kind: NDArray[np.int8], before: tuple[FloatArray, FloatArray, FloatArray],
+              after: tuple[FloatArray, FloatArray, FloatArray], *, start_n: FloatArray,
+              start_s: FloatArray, start_v: FloatArray, start_log_plus: FloatArray,
+              start_log_minus: FloatArray, log_threshold: FloatArray) -> NDArray[np.bool_]:
+    """Whether a pair's e-process can have crossed anywhere between two states of one segment.
+
+    Reads only the end points (n, S, V) of a run of new items, so a batch can skip the item
+    by item pass (:func:`advance`) for every pair it cannot decide. Each one-sided e-value is
+    monotone in the evidence for its side, which bounds it along the whole run:
+
+    * McNemar: E₊ grows with n10 and falls with n01, so on the run E₊ ≤ E₊(n10 at the end,
+      n01 at the start); with nothing frozen this is the boundary table's n10 ≥ T[n01];
+    * bounded: E₊ grows with S and falls with V; S on the run is at most S₀ + Σ max(D, 0) and
+      Σ max(D, 0) ≤ (ΔS + √(Δn ΔV))/2 (Cauchy–Schwarz), V at least V₀.
+
+    UNSET pairs (kind chosen at their first item) always need the pass. ``False`` is a proof
+    that no item of the run crossed.
+    """
+    side_thr = np.asarray(log_threshold, dtype=np.float64) + _LOG2
+    n0, s0, v0 = (np.asarray(x, dtype=np.float64) for x in before)
+    n1, s1, v1 = (np.asarray(x, dtype=np.float64) for x in after)
+    out = kind == UNSET
+    ds0, dv0 = s0 - start_s, np.maximum(v0 - start_v, 0.0)
+    ds1, dv1 = s1 - start_s, np.maximum(v1 - start_v, 0.0)
+    mc = kind == MCNEMAR
+    if mc.any():
+        a0 = np.rint(np.maximum((dv0 + ds0) / 2.0, 0.0))
+        b0 = np.rint(np.maximum((dv0 - ds0) / 2.0, 0.0))
+        a1 = np.rint(np.maximum((dv1 + ds1) / 2.0, 0.0))
+        b1 = np.rint(np.maximum((dv1 - ds1) / 2.0, 0.0))
+        table = mc & (start_log_plus == 0.0) & (start_log_minus == 0.0)
+        if table.any():
+            idx = np.flatnonzero(table)
+            for level in np.unique(side_thr[idx]):
+                at = idx[side_thr[idx] == level]
+                ia0, ib0 = a0[at].astype(np.int64), b0[at].astype(np.int64)
+                ia1, ib1 = a1[at].astype(np.int64), b1[at].astype(np.int64)
+                bound = mcnemar_boundary(float(level), int(max(ia0.max(), ib0.max())) + 1)
+                out[at] = (ia1 >= bound[ib0]) | (ib1 >= bound[ia0])
+        frozen = np.flatnonzero(mc & ~table)
+        if frozen.size:
+            plus = ep.log_e_mcnemar_sides(a1[frozen], b0[frozen])[0] + start_log_plus[frozen]
+            minus = ep.log_e_mcnemar_sides(a0[frozen], b1[frozen])[1] + start_log_minus[frozen]
+            out[frozen] = (plus >= side_thr[frozen]) | (minus >= side_thr[frozen])
+    bd = np.flatnonzero(kind == BOUNDED)
+    if bd.size:
+        dn, d_s = n1[bd] - n0[bd], s1[bd] - s0[bd]
+        spread = np.sqrt(np.maximum(dn * np.maximum(v1[bd] - v0[bd], 0.0), 0.0))
+        up, down = (d_s + spread) / 2.0, (spread - d_s) / 2.0
+        seg_n = np.maximum(n0[bd] - start_n[bd], 0.0)
+        plus = ep.log_e_bounded_sides(seg_n, ds0[bd] + up, dv0[bd])[0] + start_log_plus[bd]
+        minus = ep.log_e_bounded_sides(seg_n, ds0[bd] - down, dv0[bd])[1] + start_log_minus[bd]
+        out[bd] = (plus >= side_thr[bd]) | (minus >= side_thr[bd])
+    return out
+
+
+_BOUNDARIES: dict[float, IntArray] = {}
+
+
+def mcnemar_boundary(side_threshold: float, size: int) -> IntArray:
+    """T[b] = the fewest n10 with log E₊(n10, b) ≥ ``side_threshold``, for b < ``size`` (at least).
+
+    E₊ of the McNemar mixture grows with n10 and falls with n01 (it mixes likelihood ratios
+    (2θ)^n10 (2(1 − θ))^n01 over θ > 1/2), so E₊ crosses exactly where n10 ≥ T[n01]; E₋ is its
+    mirror, E₋(n10, n01) = E₊(n01, n10), so E₋ crosses where n01 ≥ T[n10]. Cached per level
+    and grown by doubling.
+
+    Examples
+    --------
+    >>> t = mcnemar_boundary(float(np.log(40.0)), 4)
+    >>> bool(ep.log_e_mcnemar_sides(t[0], 0)[0] >= np.log(40.0) > ep.log_e_mcnemar_sides(t[0] - 1, 0)[0])
+    True
+    """
+    have = _BOUNDARIES.get(side_threshold)
+    if have is not None and have.size >= size:
+        return have
+    total = 1024
+    while total < size:
+        total *= 2
+    b = np.arange(total, dtype=np.float64)
+
+    def plus(a: FloatArray) -> FloatArray:
+        return np.asarray(ep.log_e_mcnemar_sides(a, b)[0], dtype=np.float64)
+
+    lo = np.zeros(total)  # plus(lo) < threshold or lo = 0
+    hi = 2.0 * b + 64.0
+    while True:
+        short = plus(hi) < side_threshold
+        if not short.any():
+            break
+        hi = np.where(short, 2.0 * hi, hi)
+    while np.any(hi - lo > 1.0):
+        mid = np.floor((lo + hi) / 2.0)
+        ok = plus(mid) >= side_threshold
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    # Nondecreasing (E₊ falls with n01), also where rounding would make it wobble: the
+    # screening of a batch by its end points (:func:`may_cross`) then agrees with the items.
+    bound = np.maximum.accumulate(np.where(plus(lo) >= side_threshold, lo, hi)).astype(np.int64)
+    bound.setflags(write=False)
+    _BOUNDARIES[side_threshold] = bound
+    return bound
 
 
 def log_threshold(share: ArrayLike) -> FloatArray:

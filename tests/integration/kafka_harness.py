@@ -252,11 +252,10 @@ def worker_state(bootstrap: str, config: Any) -> Any:
 
 def snapshot_cells(monitor: Any) -> dict[str, Any]:
     """The order-free content of a monitor: its cells by (item, model), counters, flags."""
-    snap = monitor.to_snapshot()
-    out: dict[str, Any] = {"counters": snap["counters"]}
-    for name, b in snap["benchmarks"].items():
-        cells = {(b["items"][r], b["models"][c]): s for r, c, s in b["cells"]}
-        out[name] = {"cells": cells, "excluded": b["excluded"], "flagged": b["flagged"]}
+    out: dict[str, Any] = {"counters": monitor.counters}
+    for name in monitor.benchmarks():
+        out[name] = {"cells": monitor.scores(name), "excluded": sorted(monitor.excluded(name)),
+                     "flagged": {f: sorted(v) for f, v in sorted(monitor.flags(name).items())}}
     return out
 
 

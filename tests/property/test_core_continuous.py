@@ -92,7 +92,7 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
     off = board(xm[keep], pairs=(a, b), groups=groups, alpha=table.family_alpha)
     # q = n/N* rather than N*: where δ̂ is a rounding-level number N* is ~1e19 and noisy.
     for name in ("n", "delta", "sigma_d2", "q", "mde"):
-        live = getattr(table.figures, name).reshape(k, k)[a, b]
+        live = getattr(table.all_figures(), name).reshape(k, k)[a, b]
         np.testing.assert_allclose(live, getattr(off, name), rtol=1e-9, atol=1e-9,
                                    err_msg=name)
     # The e-process depends on the order (its kind is fixed at a pair's first item): the
@@ -100,7 +100,7 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
     sub = ScoreTable(source="t", benchmark=None, item_ids=np.arange(int(keep.sum())).astype(str),
                      models=tuple(table.models), scores=xm[keep])
     rep = anytime_replay(sub, (a, b), planned_models=mon.config.planned_models)
-    np.testing.assert_allclose(table.figures.log_e.reshape(k, k)[a, b], rep.figures.log_e,
+    np.testing.assert_allclose(table.all_figures().log_e.reshape(k, k)[a, b], rep.figures.log_e,
                                rtol=1e-9, atol=1e-9, err_msg="log_e")
     assert rep.figures.decided is not None
     np.testing.assert_array_equal(table.code[a, b], rep.figures.decided)
@@ -110,6 +110,6 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
     scale = np.where(both, xm[keep][:, a] ** 2 + xm[keep][:, b] ** 2, 0.0).sum(axis=0)
     sound = off.n * off.sigma_d2 > 1e-6 * scale
     for name in ("design_effect", "q_grouped"):
-        live = getattr(table.figures, name).reshape(k, k)[a, b]
+        live = getattr(table.all_figures(), name).reshape(k, k)[a, b]
         np.testing.assert_allclose(live[sound], getattr(off, name)[sound], rtol=1e-9,
                                    atol=1e-9, err_msg=name)

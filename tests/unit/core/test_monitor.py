@@ -256,8 +256,6 @@ def test_deferred_evaluation_emits_against_the_last_emitted_verdicts() -> None:
 
 
 def test_snapshot_round_trip_continues_identically() -> None:
-    import json
-
     rng = np.random.default_rng(5)
     events = [ev(str(i), m, float(rng.integers(0, 2)), cluster=f"c{i % 3}" if i % 4 else None)
               for i in range(80) for m in ("a", "b", "c")]
@@ -266,7 +264,7 @@ def test_snapshot_round_trip_continues_identically() -> None:
     first, rest = events[:150], events[150:]
     whole = Monitor()
     whole.apply(first)
-    restored = Monitor.from_snapshot(json.loads(json.dumps(whole.to_snapshot())))
+    restored = Monitor.load_snapshot(whole.dump_snapshot())
     a = whole.apply(rest)
     b = restored.apply(rest)
     assert a.outcomes == b.outcomes

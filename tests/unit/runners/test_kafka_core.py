@@ -96,7 +96,7 @@ def test_checkpoint_restore_round_trip() -> None:
     assert restored.counters() == core.counters() == {
         "accepted": 140, "duplicate": 0, "conflict": 0, "invalid": 1}
     for name in ("b", "c"):
-        assert restored.monitors[name].to_snapshot() == core.monitors[name].to_snapshot()
+        assert restored.monitors[name].dump_snapshot() == core.monitors[name].dump_snapshot()
     assert restored.bench_offset == core.bench_offset
     # Restored counters continue in the metrics of the new process.
     text = restored.host.metrics.events_total.labels(outcome="accepted")._value.get()
@@ -106,7 +106,7 @@ def test_checkpoint_restore_round_trip() -> None:
     out = restored.step(more)
     core.step(more)
     assert out.counts["skipped"] == 80 and out.counts["accepted"] == 10
-    assert restored.monitors["b"].to_snapshot() == core.monitors["b"].to_snapshot()
+    assert restored.monitors["b"].dump_snapshot() == core.monitors["b"].dump_snapshot()
 
 
 def test_restore_only_owned_partitions_and_last_value_wins() -> None:
