@@ -287,3 +287,38 @@ def test_numeric_state_stays_within_16_bytes_per_stored_score() -> None:
                for i in range(n_items) for j, m in enumerate(models)], evaluate=False)
     st = mon._benches["b"]
     assert st.nbytes() / (n_items * len(models)) <= 16.0
+
+
+def test_changes_follow_the_family_and_other_decisions_stay_queryable() -> None:
+    # Three models far apart: (top, bottom) is decided but never adjacent in the ranking,
+    # so it emits no ResolutionChange under family="adjacent" and one under family="all".
+    rng = np.random.default_rng(3)
+    p = {"top": 0.9, "mid": 0.5, "bottom": 0.1}
+    events = [ev(str(i), m, float(rng.random() < q)) for i in range(300) for m, q in p.items()]
+
+    def run(family: str) -> tuple[Monitor, set[tuple[str, str]]]:
+        mon = Monitor(CoreConfig(family=family))
+        pairs: set[tuple[str, str]] = set()
+        for j in range(0, len(events), 30):
+            for c in mon.apply(events[j:j + 30]).changes:
+                if isinstance(c, ResolutionChange):
+                    pairs.add((c.model_a, c.model_b))
+        return mon, pairs
+
+    adjacent, emitted = run("adjacent")
+    assert emitted == {("top", "mid"), ("mid", "bottom")}
+    assert pair(adjacent, "top", "bottom")["verdict"] == "resolved:top"
+    _, emitted_all = run("all")
+    assert emitted_all == {("top", "mid"), ("mid", "bottom"), ("top", "bottom")}
+
+
+def test_snapshot_bytes_are_deterministic_and_bad_bytes_are_refused() -> None:
+    mon = Monitor()
+    mon.apply([ev(str(i), m, float((i + j) % 3 == 0), cluster=f"c{i % 4}")
+               for i in range(50) for j, m in enumerate("xyz")])
+    data = mon.dump_snapshot()
+    assert Monitor.load_snapshot(data).dump_snapshot() == data == mon.dump_snapshot()
+    with pytest.raises(ValueError, match="bad magic"):
+        Monitor.load_snapshot(b"{}")
+    with pytest.raises(ValueError, match="corrupt"):
+        Monitor.load_snapshot(data[:40])

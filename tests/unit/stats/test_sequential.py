@@ -110,3 +110,51 @@ def test_shares_spend_alpha_over_a_board_of_any_size() -> None:
     assert np.all(numbers[hi == 7] > numbers[hi < 7].max())
     with pytest.raises(ValueError, match="planned_models"):
         sq.planned_pairs(1)
+
+
+@pytest.mark.parametrize("level", [math.log(2 / 0.05), math.log(2 / 5e-5), math.log(2 / 1e-9)])
+def test_mcnemar_boundary_is_the_first_crossing_of_the_one_sided_e_process(level: float) -> None:
+    # T[b] = min{a : log E₊(a, b) ≥ level}, checked against a scan of a = 0, 1, 2, …
+    bound = sq.mcnemar_boundary(level, 300)
+    for b in range(0, 300, 13):
+        a = np.arange(0, 4 * b + 200, dtype=float)
+        plus = ep.log_e_mcnemar_sides(a, np.full(a.size, float(b)))[0]
+        assert bound[b] == int(np.argmax(plus >= level)), b
+    assert np.all(np.diff(bound[:300]) >= 0)
+    # E₋ is the mirror: crossing where n01 ≥ T[n10]
+    minus = ep.log_e_mcnemar_sides(np.full(5, 7.0), bound[7] + np.arange(-2, 3.0))[1]
+    assert (minus >= level).tolist() == [False, False, True, True, True]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_may_cross_false_is_a_proof_that_no_item_of_the_run_crossed(seed: int) -> None:
+    # Random runs of items for many pairs (McNemar with and without frozen evidence, and
+    # bounded), followed item by item: wherever may_cross says False, no item crossed.
+    rng = np.random.default_rng(seed)
+    n_pairs, length = 400, int(rng.integers(5, 120))
+    kind = rng.choice([sq.MCNEMAR, sq.BOUNDED], n_pairs).astype(np.int8)
+    gap = rng.uniform(-0.4, 0.4, n_pairs)
+    frozen = np.where(rng.random(n_pairs) < 0.3, rng.uniform(0, 6, n_pairs), 0.0)
+    lp, lm = frozen, np.where(frozen > 0, rng.uniform(0, 6, n_pairs), 0.0)
+    n0 = rng.integers(0, 300, n_pairs).astype(float)
+    s0 = np.round(n0 * gap * rng.uniform(0.5, 1.5, n_pairs))
+    v0 = np.minimum(n0, np.abs(s0) + np.round(0.3 * n0))
+    v0 = np.where((v0 + s0) % 2 == 1, v0 + 1, v0)  # McNemar: n10 and n01 integers
+    n0 = np.maximum(n0, v0)
+    thr = np.log(1 / sq.pair_share(rng.integers(1, 2000, n_pairs), alpha=0.05, planned=496))
+    d = np.where(rng.random((n_pairs, length)) < 0.5 + gap[:, None],
+                 1.0, np.where(rng.random((n_pairs, length)) < 0.6, 0.0, -1.0))
+    cont = kind == sq.BOUNDED
+    d[cont] = np.clip(d[cont] * rng.uniform(0.2, 1.0, (cont.sum(), length)), -1, 1)
+    zeros = np.zeros(n_pairs)
+    crossed_any = np.zeros(n_pairs, dtype=bool)
+    for t in range(1, length + 1):
+        n, s, v = n0 + t, s0 + d[:, :t].sum(1), v0 + (d[:, :t] ** 2).sum(1)
+        plus, minus = sq.log_e_sides(kind, n, s, v, start_n=zeros, start_s=zeros,
+                                     start_v=zeros, start_log_plus=lp, start_log_minus=lm)
+        crossed_any |= (plus >= thr + math.log(2)) | (minus >= thr + math.log(2))
+    maybe = sq.may_cross(kind, (n0, s0, v0), (n0 + length, s0 + d.sum(1), v0 + (d**2).sum(1)),
+                         start_n=zeros, start_s=zeros, start_v=zeros, start_log_plus=lp,
+                         start_log_minus=lm, log_threshold=thr)
+    assert not np.any(crossed_any & ~maybe)
+    assert crossed_any.any() and (~maybe).any()  # both cases occur
