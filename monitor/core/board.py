@@ -220,32 +220,26 @@ class BenchmarkState:
         right[:, k:2 * k] = np.where(mb, before, 0.0)
         if not self.binary:
             right[:, 2 * k:] = right[:, k:2 * k] ** 2
-        new_m = np.zeros((uniq_r.size, uniq_c.size), dtype=ftype)
-        new_x = np.zeros((uniq_r.size, uniq_c.size), dtype=ftype)
-        new_m[r_inv, c_inv] = 1.0
-        new_x[r_inv, c_inv] = scores
         with single_thread_blas():
             left = sparse.vstack([dm, dx], format="csr")
             prod = left @ right  # [Δm; Δx]ᵀ (2t × r) against [m | x (| x²)] (r × 2k or 3k)
-            # The batch's own cells against each other (ΔᵀΔ), placed at columns uniq_c.
-            own = left @ np.concatenate([new_m, new_x, new_x * new_x], axis=1)
         t = uniq_c.size
         dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
         dx_m, dx_x = prod[t:, :k], prod[t:, k:2 * k]
-        # Row part (Δfᵀ A′) = Δfᵀ A + Δfᵀ Δ; column part (Aᵀ Δg)ᵀ = Δgᵀ A.
+        # Row part (Δfᵀ A′) = Δfᵀ A + Δfᵀ Δ; column part (Aᵀ Δg)ᵀ = Δgᵀ A. The batch's own
+        # cells against each other (Δfᵀ Δ, sparse: items with two new scores) at uniq_c.
         row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
-        row_n[:, uniq_c] += own[:t, :t]
-        row_sx[:, uniq_c] += own[t:, :t]
-        row_p[:, uniq_c] += own[t:, t:2 * t]
+        dmt = dm.T.tocsr()
+        for target, f, g in ((row_n, dm, dmt), (row_sx, dx, dmt), (row_p, dx, dx.T.tocsr())):
+            _add_sparse(target, f @ g, uniq_c)
         grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
         self._add(self.n, uniq_c, row_n, dm_m)
         self._add(self.sx, uniq_c, row_sx, dm_x)
         self._add(self.p, uniq_c, row_p, dx_x)
         if self.sx2 is not None:
-            dx2_m = (left[t:].multiply(left[t:])) @ right[:, :k]
-            row_sx2 = np.asarray(dx2_m) + 0.0
-            row_sx2[:, uniq_c] += np.asarray(
-                (left[t:].multiply(left[t:])) @ new_m)
+            dx2 = dx.multiply(dx).tocsr()
+            row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
+            _add_sparse(row_sx2, dx2 @ dmt, uniq_c)
             self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])
         self.X[rows, cols] = scores
         return uniq_c, grew
@@ -393,6 +387,12 @@ class BenchmarkState:
                     continue  # counted above, against the original now present
                 self.count_stability(model, variant.split(":", 1)[1], float(self.X[r, c]),
                                      self.perturbed[(variant, item_id, model)])
+
+
+def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray) -> None:
+    """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``."""
+    coo = product.tocoo()
+    np.add.at(target, (coo.row, cols[coo.col]), coo.data)
 
 
 def _at_cols(block: NDArray[Any], cols: IntArray) -> NDArray[Any]:
