@@ -98,9 +98,6 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
             return _NONE
     k, cap = st.k, st.cap
     touched = np.unique(cols)
-    # Item-by-item input of the pass, read before the cells are written.
-    uniq_r, r_inv = np.unique(rows, return_inverse=True)
-    present = ~np.isnan(st.X[uniq_r, :k])
     before = _sides(st, touched, k)
     _, grew = st.fold_new(rows, cols, scores)
     after = _sides(st, touched, k)
@@ -146,26 +143,25 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
         return _NONE
     base = (before[0][ti[pick], jj[pick]], before[1][ti[pick], jj[pick]] * sign[pick],
             before[2][ti[pick], jj[pick]])
-    return _follow(st, rows, cols, scores, uniq_r, r_inv, present, touched, flat[pick], base,
-                   thr[pick])
+    return _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
 
 
 def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
-            uniq_r: IntArray, r_inv: IntArray, present: NDArray[np.bool_], touched: IntArray,
-            flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray], thr: FloatArray
-            ) -> IntArray:
+            touched: IntArray, flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray],
+            thr: FloatArray) -> IntArray:
     """The item-by-item pass of the pairs ``flat`` (sums ``base`` before the run) along the
-    run's results: the result at position t pairs with every model that has the item
-    already or got it earlier in the run. Cost: the followed pairs' new items."""
-    k, cap = st.k, st.cap
+    run's results (already in the score matrix): the result at position t pairs with every
+    model that has the item already or got it earlier in the run. Cost: the followed pairs'
+    new items."""
+    cap = st.cap
     order = np.argsort(flat)
     flat, thr = flat[order], thr[order]
     b_n, b_s, b_v = (b[order] for b in base)
     lo, hi = np.divmod(flat, cap)
-    after = np.where(present, st.X[uniq_r, :k], np.nan)
-    after[r_inv, cols] = scores
-    written = np.full(present.shape, rows.size, dtype=np.int64)
-    written[r_inv, cols] = np.arange(rows.size)
+    # Position in the run of each of its cells, by key row · cap + col (sorted for lookups).
+    cell_key = rows * cap + cols
+    key_order = np.argsort(cell_key)
+    keys = cell_key[key_order]
     # Each followed pair under each of its ends that has results in the run.
     ends = np.r_[lo, hi]
     others = np.r_[hi, lo]
@@ -183,14 +179,18 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         partners, pairs = others[a:b], pair_of[a:b]
         lo_e, hi_e = np.searchsorted(ev_cols, [c, c + 1])
         ev = ev_order[lo_e:hi_e]  # c's results, in event order
-        r = r_inv[ev]
-        # partner has the item before the result: stored already, or earlier in the run
-        mask = present[r[:, None], partners] | (written[r[:, None], partners] < ev[:, None])
+        r = rows[ev]
+        x_j = st.X[r[:, None], partners]
+        # The partner has the item before the result: stored before the run, or earlier in it.
+        key = r[:, None] * cap + partners
+        pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+        when = np.where(keys[pos] == key, key_order[pos], -1)  # −1: stored before the run
+        mask = ~np.isnan(x_j) & (when < ev[:, None])
         pj, ti = np.nonzero(mask.T)  # pair-major, each pair's items in event order
-        x_c, x_j = scores[ev[ti]], after[r[ti], partners[pj]]
+        x_c, x_p = scores[ev[ti]], x_j[ti, pj]
         first = c < partners[pj]
-        d = np.where(first, x_c - x_j, x_j - x_c)
-        nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_j != 0.0) & (x_j != 1.0)
+        d = np.where(first, x_c - x_p, x_p - x_c)
+        nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_p != 0.0) & (x_p != 1.0)
         parts.append((pairs[pj], ev[ti], d, nonbinary))
     if not parts:
         return _NONE
