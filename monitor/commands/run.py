@@ -149,9 +149,6 @@ def _start(
         tasks.append(_view_task(state, show_rankings=view, console=console))
 
     def ready(service: Any, base: str) -> None:
-        if service.rebuilt:
-            print(f"llm-monitor: restored {service.rebuilt} results from {settings.db}",
-                  file=sys.stderr, flush=True)
         print(f"llm-monitor: listening on {base}", flush=True)
         for path in urls:
             print(f"  {base}{path}", flush=True)
@@ -225,6 +222,12 @@ def register(app: typer.Typer) -> None:
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
         sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash) (default: FULL)")] = None,
         view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view (default: on)")] = None,
+        snapshot_every: Annotated[int | None, typer.Option(
+            help="store a snapshot of the state after this many accepted results, 0: not by "
+            "count; a restart replays only the results after it (default: 100000)")] = None,
+        snapshot_interval: Annotated[float | None, typer.Option(
+            help="store a snapshot this many seconds after the last one if results arrived, "
+            "0: not by time (default: 300)")] = None,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
         from monitor.runners.settings import Settings
@@ -232,6 +235,7 @@ def register(app: typer.Typer) -> None:
         settings = Settings.build(
             config=config, token_file=token_file, db=db, host=host, port=port,
             max_body_bytes=max_body_bytes, sqlite_synchronous=sqlite_synchronous, view=view,
+            snapshot_every=snapshot_every, snapshot_interval=snapshot_interval,
             **core_options(alpha=alpha, power=power, planned_models=planned_models,
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,

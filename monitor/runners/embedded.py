@@ -162,7 +162,8 @@ BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, 
 
 
 async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Evaluate results that arrived within the cadence once no further request comes."""
+    """Evaluate results that arrived within the cadence once no further request comes, and
+    store a snapshot when one is due (between requests, so it covers only committed results)."""
     interval = service.host.tick_seconds
     while not stop.is_set():
         await asyncio.sleep(interval)
@@ -171,6 +172,16 @@ async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
         except Exception as exc:  # storage trouble: reported, retried at the next tick
             print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
                   file=sys.stderr, flush=True)
+            continue
+        _snapshot(service)
+
+
+def _snapshot(service: EmbeddedService, *, force: bool = False) -> None:
+    try:
+        service.snapshot_if_due(force=force)
+    except Exception as exc:  # the results are stored; a restart just replays more of them
+        print(f"llm-monitor: snapshot not stored: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
 
 
 async def _guarded(task: BackgroundTask, service: EmbeddedService, stop: asyncio.Event) -> None:
@@ -226,5 +237,6 @@ async def serve(
         await runner.cleanup()
         try:
             service.evaluate_pending(force=True)  # log the last verdict changes before leaving
+            _snapshot(service, force=True)  # so that the next start replays nothing
         finally:
             service.close()

@@ -3,27 +3,41 @@
 :class:`EmbeddedService` steps a :class:`~monitor.runners.host.MonitorHost` with each decoded
 batch, commits the accepted results, change events and dead letters in one SQLite transaction,
 and only then reports. On start the state is rebuilt from the database, so every acknowledged
-result is counted exactly once across crashes. The HTTP face and the process around it are in
-:mod:`monitor.runners.embedded`.
+result is counted exactly once across crashes: from the latest snapshot of each benchmark plus
+the results stored after it (:meth:`EmbeddedService.snapshot_if_due` writes the snapshots).
+The HTTP face and the process around it are in :mod:`monitor.runners.embedded`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import json
 import math
+import sys
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.contracts import DeadLetter, ItemResult, decode_events
-from monitor.core import Monitor
+from monitor.core import CoreConfig, Monitor
 from monitor.runners.host import Change, MonitorHost
 from monitor.runners.settings import Settings
 from monitor.runners.store import SqliteStore
 
 _REBUILD_BATCH = 100_000
+
+#: A snapshot round is not started sooner than this many times the last round's duration after
+#: it ended, so rounds take at most about a tenth of the process's time however slow they are.
+SNAPSHOT_SPACING = 10.0
+
+#: After a failed snapshot round, the next is tried no sooner than this many seconds later.
+SNAPSHOT_RETRY_SECONDS = 60.0
 
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
@@ -86,14 +100,61 @@ def stability_figures(monitor: Monitor, benchmark: str) -> dict[str, Any]:
             "models": models}
 
 
-class EmbeddedService:
-    """The runner host + SQLite store of one embedded process."""
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a block.
 
-    def __init__(self, settings: Settings, *, registry: CollectorRegistry | None = None) -> None:
+    A replay allocates a hundred thousand event objects per batch and frees them by reference
+    counting; the collector, triggered by the allocations, would traverse them again and again
+    and took about two thirds of the decoding time (BENCHMARKS.md "Restart").
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def config_key(config: CoreConfig) -> str:
+    """The monitor core options as a canonical text: a snapshot is used only under the same.
+
+    ``per_pair_series`` is left out: it only chooses the metrics series read at scrape time,
+    and a loaded monitor takes the current options.
+    """
+    options = dataclasses.asdict(config)
+    options.pop("per_pair_series")
+    return json.dumps(options, sort_keys=True, separators=(",", ":"))
+
+
+class EmbeddedService:
+    """The runner host + SQLite store of one embedded process.
+
+    ``clock`` (monotonic seconds) times the snapshot interval; ``log`` takes the lines about
+    restarts and snapshots (stderr).
+    """
+
+    def __init__(self, settings: Settings, *, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 log: Callable[[str], None] | None = None) -> None:
         self.settings = settings
+        self._log = log if log is not None else _stderr
+        self._clock = clock
         self.store = SqliteStore(settings.db, synchronous=settings.sqlite_synchronous)
         self.host = MonitorHost(settings.core_config(), eval_interval=settings.eval_interval,
-                                registry=registry)
+                                registry=registry, log=self._log)
+        self._config_key = config_key(self.host.config)
+        # Accepted results per benchmark since its stored snapshot, and the benchmarks whose
+        # stored snapshot is usable (written or loaded under these options).
+        self._unsnapshotted: Counter[str] = Counter()
+        self._snapshotted: set[str] = set()
+        self._last_snapshot = clock()
+        self._snapshot_not_before = -math.inf
         self.started = time.time()
         self.rebuilt = self._load_state()
         self.host.restore_counters(self.store.counters(), self.store.change_counts())
@@ -104,26 +165,71 @@ class EmbeddedService:
 
     # -- start-up --------------------------------------------------------------------------
     def _load_state(self) -> int:
-        """Fresh monitors holding every stored result, folded in commit order; returns how many.
+        """Monitors holding every stored result; returns how many results they hold.
 
-        Decisions in the change log are final and adopted first (the replay's batch boundaries
-        differ from the original requests', which moves where a flag takes effect). Verdicts are
-        evaluated once at the end. Change events were stored as they happened, but the last
-        ones may not have been when the process died between an evaluation cadence and the
-        next: the host's :meth:`~MonitorHost.reconcile` finds what the log still misses, and
-        it is stored.
+        Each benchmark starts from its stored snapshot when there is a readable one taken
+        under the same core options (else from nothing, with a warning when it was
+        unreadable), and the results stored after it are folded in commit order (one stored
+        batch decoded per call, the garbage collector paused). Decisions in the change log
+        are final and adopted (the replay's batch boundaries differ from the original
+        requests', which moves where a flag takes effect). Verdicts are evaluated once at the
+        end. Change events were stored as they happened, but the last ones may not have been
+        when the process died between an evaluation cadence and the next: the host's
+        :meth:`~MonitorHost.reconcile` finds what the log still misses, and it is stored.
         """
+        t0 = time.perf_counter()
         self.host.drop()
-        n = 0
-        for batch in self.store.iter_results(batch_size=_REBUILD_BATCH):
-            self.host.apply(batch)
-            n += len(batch)
-        self.host.adopt_decisions(self.store.logged_decisions())
+        after: dict[str, int] = {}
+        change_ids: dict[str, int] = {}
+        for snap in self.store.snapshots():
+            after[snap.benchmark] = 0
+            if snap.config != self._config_key:
+                self._log(f"llm-monitor: the snapshot of {snap.benchmark!r} was taken under "
+                          "other monitor options; replaying its results")
+                self.host.monitor(snap.benchmark)  # keeps the benchmark's place in the order
+                continue
+            try:
+                mon = Monitor.load_snapshot(snap.state, self.host.config)
+                if mon.benchmarks() != [snap.benchmark]:
+                    raise ValueError(f"it holds {mon.benchmarks()}")
+            except Exception as exc:
+                self._log(f"llm-monitor: warning: the snapshot of {snap.benchmark!r} at results "
+                          f"row {snap.results_seq} cannot be read ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}); replaying its results from the start")
+                self.host.monitor(snap.benchmark)
+                continue
+            self.host.put(snap.benchmark, mon)
+            after[snap.benchmark] = snap.results_seq
+            change_ids[snap.benchmark] = snap.change_id
+        t_snap = time.perf_counter()
+        self._snapshotted = set(change_ids)
+        self._unsnapshotted = Counter()
+        replayed = 0
+        with _collector_paused():
+            for batch in self.store.iter_results(batch_size=_REBUILD_BATCH, after=after):
+                self.host.apply(batch)
+                self._unsnapshotted.update(ev.benchmark for ev in batch)
+                replayed += len(batch)
+        t_tail = time.perf_counter()
+        # Decisions logged before a benchmark's snapshot are in it already.
+        full = len(change_ids) < len(after)
+        self.host.adopt_decisions(self.store.logged_decisions(
+            since=0 if full else min(change_ids.values(), default=0)))
         pairs, rankings = self.store.last_states()
-        missing = self.host.reconcile(self.host.evaluate_if_due(force=True), pairs, rankings)
+        logged = self.store.last_change_ids("ranking")
+        moved_on = [b for b, cid in change_ids.items() if logged.get(b, 0) > cid]
+        missing = self.host.reconcile(self.host.evaluate_if_due(force=True), pairs, rankings,
+                                      check_rankings=moved_on)
         if missing:
             self.store.commit(results=(), changes=missing)
-        return n
+        held = self.host.counters()["accepted"]
+        if held:
+            self._log(f"llm-monitor: restored {held} results from {self.settings.db}: "
+                      f"{len(change_ids)} benchmark "
+                      f"snapshot(s) in {t_snap - t0:.2f} s, {replayed} results replayed in "
+                      f"{t_tail - t_snap:.2f} s, evaluated and reconciled in "
+                      f"{time.perf_counter() - t_tail:.2f} s")
+        return held
 
     def close(self) -> None:
         self.store.close()
@@ -166,6 +272,7 @@ class EmbeddedService:
             report.change_ids = self.store.commit(
                 results=accepted, changes=changes, dead_letters=letters, counts=report.counts()
             )
+            self._unsnapshotted.update(ev.benchmark for ev in accepted)
         except Exception:
             # The state may already hold this batch but the database does not: start over
             # from what is durable so memory never runs ahead of the log.
@@ -194,6 +301,74 @@ class EmbeddedService:
                 raise
             self.host.observe(changes=changes)
         return len(changes)
+
+    # -- snapshots -------------------------------------------------------------------------
+    @property
+    def snapshots_on(self) -> bool:
+        """False when both ``snapshot_every`` and ``snapshot_interval`` are 0."""
+        return bool(self.settings.snapshot_every or self.settings.snapshot_interval)
+
+    def snapshot_due(self) -> bool:
+        """True when results arrived since the last snapshot round and the settings say a
+        round is due (``snapshot_every`` results or ``snapshot_interval`` seconds)."""
+        pending = sum(self._unsnapshotted.values())
+        if not pending:
+            return False
+        now = self._clock()
+        if now < self._snapshot_not_before:
+            return False
+        every, interval = self.settings.snapshot_every, self.settings.snapshot_interval
+        return bool((every and pending >= every)
+                    or (interval and now - self._last_snapshot >= interval))
+
+    def snapshot_if_due(self, *, force: bool = False) -> bool:
+        """Store a snapshot round when one is due (``force``: whenever results arrived since
+        the last one, e.g. at shutdown); returns whether one was written.
+
+        Call it between batches, when every result and change the monitors hold is committed
+        (as the runner does after each evaluation tick): the snapshots say "the state as of
+        the last stored results row", and a restart replays only the rows after it.
+        """
+        if not self.snapshots_on:
+            return False
+        if not (sum(self._unsnapshotted.values()) if force else self.snapshot_due()):
+            return False
+        t0 = time.perf_counter()
+        try:
+            self.snapshot()
+        except Exception:
+            took = time.perf_counter() - t0
+            self._snapshot_not_before = self._clock() + max(SNAPSHOT_SPACING * took,
+                                                            SNAPSHOT_RETRY_SECONDS)
+            raise
+        return True
+
+    def snapshot(self) -> int:
+        """Store one snapshot round now; returns the bytes written.
+
+        Benchmarks with results since their stored snapshot (or without one) are dumped; the
+        others keep theirs, moved to the new watermark. One SQLite transaction: a crash in
+        the middle leaves the previous round.
+        """
+        t0 = time.perf_counter()
+        with self.host.lock:
+            names = self.host.benchmarks()
+            dump = [b for b in names if self._unsnapshotted[b] or b not in self._snapshotted]
+            states = {b: self.host.monitors[b].dump_snapshot() for b in dump}
+            seq = self.store.last_seq()
+            self.store.write_snapshots(
+                states, results_seq=seq, change_id=self.store.last_change_id(),
+                positions={b: i for i, b in enumerate(names)}, config=self._config_key,
+                restamp=[b for b in names if b not in states])
+        took = time.perf_counter() - t0
+        size = sum(len(v) for v in states.values())
+        self._snapshotted.update(dump)
+        self._unsnapshotted.clear()
+        self._last_snapshot = self._clock()
+        self._snapshot_not_before = self._last_snapshot + SNAPSHOT_SPACING * took
+        self._log(f"llm-monitor: snapshot at results row {seq}: {len(dump)} of {len(names)} "
+                  f"benchmark(s), {size} bytes, in {took:.2f} s")
+        return size
 
     # -- queries ---------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -248,23 +248,54 @@ class MonitorHost:
     # -- change log reconciliation -----------------------------------------------------------
     def reconcile(self, rebuilt: Sequence[Change],
                   pairs: Mapping[tuple[str, frozenset[str]], str],
-                  rankings: Mapping[str, tuple[tuple[str, ...], bool]]) -> list[Change]:
+                  rankings: Mapping[str, tuple[tuple[str, ...], bool]],
+                  *, check_rankings: Iterable[str] = ()) -> list[Change]:
         """The changes a durable change log misses, given the state rebuilt from its results.
 
-        ``rebuilt`` are the changes of fresh monitors (relative to "nothing resolved");
+        ``rebuilt`` are the changes of the first evaluation of the rebuilt monitors: relative
+        to "nothing resolved" for fresh monitors, relative to the snapshot for restored ones.
         ``pairs`` and ``rankings`` the last logged verdict of each pair (keyed by benchmark
         and model set) and the last logged ranking (models best first, resolved).
+
+        A restored monitor emits no ranking change when its ranking still has the snapshot's
+        tiers, yet the log may have moved on after the snapshot (a change logged, then undone
+        by results that were committed but not yet evaluated at a crash). The benchmarks in
+        ``check_rankings`` (those whose log has a ranking change after their snapshot) have
+        their current ranking compared with the logged one even when none was emitted.
         """
         missing: list[Change] = []
+        emitted = set()
         for ch in rebuilt:
             if isinstance(ch, ResolutionChange):
                 prev = pairs.get((ch.benchmark, frozenset((ch.model_a, ch.model_b))),
                                  "unresolved")
                 if prev != ch.verdict:
                     missing.append(ch.model_copy(update={"previous": prev}))
-            elif rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
-                missing.append(ch)
+            else:
+                emitted.add(ch.benchmark)
+                if rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
+                    missing.append(ch)
+        for name in check_rankings:
+            if name in emitted or name not in self.monitors:
+                continue
+            current = self.ranking_change(name)
+            if (current is not None
+                    and rankings.get(name) != (tuple(current.models), current.resolved)):
+                missing.append(current)
         return missing
+
+    def ranking_change(self, benchmark: str) -> RankingChange | None:
+        """The current ranking of ``benchmark`` as the change event the core emits for it
+        (None before it has a model)."""
+        with self.lock:
+            r = self.monitors[benchmark].ranking(benchmark)
+        if not r["models"]:
+            return None
+        return RankingChange(
+            change_id=0, benchmark=benchmark, resolved=r["resolved"],
+            models=[m["model"] for m in r["models"]], unresolved_pairs=r["unresolved_pairs"],
+            tiers=[m["tier"] for m in r["models"]], top_resolved=r["top_resolved"],
+            ts=datetime.now(UTC))
 
     def adopt_decisions(self, logged: Sequence[Mapping[str, Any]]) -> int:
         """Give the rebuilt monitors the decisions of a durable change log (a decision is final:

@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     """Everything ``llm-monitor run`` and ``llm-monitor worker`` need; frozen once built.
 
     Core options (``alpha`` … ``include_leak_suspect``, ``eval_interval``) apply to every
-    runner; ``db`` … ``sqlite_synchronous`` to the embedded runner; ``broker`` … ``engine`` to
+    runner; ``db`` … ``snapshot_interval`` to the embedded runner; ``broker`` … ``engine`` to
     the workers. The bearer token is a :class:`~pydantic.SecretStr`: never in reprs or logs.
     """
 
@@ -177,6 +177,12 @@ class Settings(BaseSettings):
     # FULL fsyncs the WAL on every commit, so an acknowledged result survives a power cut too;
     # NORMAL survives a process crash (SIGKILL) but not the loss of the machine.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    # A snapshot of the monitors is stored after this many accepted results (0: not by count)
+    # and after this many seconds with any result since the last one (0: not by time), so a
+    # restart loads it and replays only the results after it. Each snapshot pauses ingest
+    # while it is taken; see docs/operations.md for the trade.
+    snapshot_every: int = Field(default=100_000, ge=0)
+    snapshot_interval: float = Field(default=300.0, ge=0.0)
 
     # -- distributed worker (llm-monitor worker) -------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"

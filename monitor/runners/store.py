@@ -1,17 +1,26 @@
-"""SQLite persistence of the embedded monitor: accepted results, change events, dead letters.
+"""SQLite persistence of the embedded monitor: accepted results, change events, dead letters,
+snapshots.
 
 One transaction per ingested batch holds the accepted results, the change events they caused,
 the dead letters and the outcome counters, so the database is always a prefix of the
 acknowledged history and the in-memory state can be rebuilt from it on start. The accepted
 results of a batch are one row (a JSON array in commit order): one insert per batch instead of
 one per result keeps SQLite off the ingest critical path.
+
+A snapshot row holds one benchmark's monitor state as of a results row (its watermark): a
+restart loads it and replays only the rows after the watermark. Snapshots are written in their
+own transaction, only of state whose results are already committed, and only the latest one
+per benchmark is kept. The table (and an index of the change log) came after schema 1 without
+changing it: an older database gets them on open, and an older program ignores them.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +48,16 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     source TEXT NOT NULL, ts TEXT
 );
 CREATE TABLE IF NOT EXISTS counters (outcome TEXT PRIMARY KEY, total INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    benchmark TEXT PRIMARY KEY,
+    results_seq INTEGER NOT NULL,
+    change_id INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    state BLOB NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS changes_by_kind ON changes (kind, benchmark, id);
 """
 
 
@@ -48,6 +67,25 @@ _EVENTS: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 def _events_json(results: Sequence[ItemResult]) -> bytes:
     """The accepted events of one batch as one JSON array (defaults left out)."""
     return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One stored snapshot row: a benchmark's monitor state as of results row ``results_seq``.
+
+    ``change_id`` is the last change event logged when it was taken, ``position`` the
+    benchmark's place in the order of first appearance, ``config`` the monitor core options
+    it was taken under (a canonical JSON text), ``state`` the bytes of
+    :meth:`monitor.core.Monitor.dump_snapshot`.
+    """
+
+    benchmark: str
+    results_seq: int
+    change_id: int
+    position: int
+    config: str
+    state: bytes
+    created: float
 
 
 class SqliteStore:
@@ -123,17 +161,91 @@ class SqliteStore:
             raise
         return ids
 
+    def write_snapshots(
+        self,
+        states: Mapping[str, bytes],
+        *,
+        results_seq: int,
+        change_id: int,
+        positions: Mapping[str, int],
+        config: str,
+        restamp: Sequence[str] = (),
+    ) -> None:
+        """Store the snapshots of one round atomically, replacing each benchmark's previous one.
+
+        ``states`` are the benchmarks whose monitors changed since their last snapshot, taken
+        when the results up to row ``results_seq`` and the changes up to ``change_id`` were
+        committed and nothing more was applied. ``restamp`` are benchmarks that received no
+        result since their stored snapshot: it is still their state as of ``results_seq``, so
+        only its watermark (and position) moves; its ``change_id`` stays, so a restart still
+        adopts the decisions logged since it was taken. A crash before COMMIT leaves the
+        previous snapshots untouched.
+        """
+        db = self._db
+        now = time.time()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            last = db.execute("SELECT coalesce(max(seq), 0) FROM results").fetchone()[0]
+            if results_seq > int(last):
+                raise ValueError(f"`results_seq` {results_seq} is past the last stored results "
+                                 f"row {last}: a snapshot may only cover committed results")
+            db.executemany(
+                "INSERT OR REPLACE INTO snapshots"
+                " (benchmark, results_seq, change_id, position, config, state, created)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(name, results_seq, change_id, positions[name], config, state, now)
+                 for name, state in states.items()],
+            )
+            db.executemany(
+                "UPDATE snapshots SET results_seq = ?, position = ? WHERE benchmark = ?"
+                " AND config = ?",
+                [(results_seq, positions[name], name, config) for name in restamp],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
     # -- reading ---------------------------------------------------------------------------
     def n_results(self) -> int:
         return int(self._db.execute("SELECT coalesce(sum(n), 0) FROM results").fetchone()[0])
 
-    def iter_results(self, *, batch_size: int = 100_000) -> Iterator[list[ItemResult]]:
-        """All stored results in the order they were acknowledged, in batches of about
-        ``batch_size`` (whole ingested batches are never split)."""
-        cur = self._db.execute("SELECT events FROM results ORDER BY seq")
+    def last_seq(self) -> int:
+        """The seq of the last stored results row (0 when there is none)."""
+        return int(self._db.execute("SELECT coalesce(max(seq), 0) FROM results").fetchone()[0])
+
+    def snapshots(self) -> list[Snapshot]:
+        """The stored snapshot of each benchmark, in the benchmarks' order of first appearance."""
+        rows = self._db.execute(
+            "SELECT benchmark, results_seq, change_id, position, config, state, created"
+            " FROM snapshots ORDER BY position, benchmark")
+        return [Snapshot(b, int(s), int(c), int(p), str(cfg), bytes(st), float(t))
+                for b, s, c, p, cfg, st, t in rows]
+
+    def iter_results(
+        self, *, batch_size: int = 100_000, after: Mapping[str, int] | None = None,
+    ) -> Iterator[list[ItemResult]]:
+        """Stored results in the order they were acknowledged, in batches of about
+        ``batch_size`` (whole ingested batches are never split).
+
+        ``after`` maps benchmarks to a results row (a snapshot's watermark, 0 for none): their
+        results in that row and before are left out, and rows up to the smallest watermark are
+        not read at all. So it must name every benchmark of the stored snapshots: one missing
+        from it is read from the smallest watermark on only, which is right for a benchmark
+        that first appeared after the last snapshot round.
+        """
+        after = dict(after or {})
+        cur = self._db.execute("SELECT seq, events FROM results WHERE seq > ? ORDER BY seq",
+                               (min(after.values(), default=0),))
         out: list[ItemResult] = []
-        for (blob,) in cur:
-            out.extend(_EVENTS.validate_json(blob))
+        for seq, blob in cur:
+            # One call per stored batch: pydantic-core parses and checks a row in one pass, as
+            # fast as json.loads plus building the instances in Python (measured, see
+            # BENCHMARKS.md "Restart"), so the stored rows are simply validated again.
+            events = _EVENTS.validate_json(blob)
+            if after:
+                events = [ev for ev in events if seq > after.get(ev.benchmark, 0)]
+            out.extend(events)
             if len(out) >= batch_size:
                 yield out
                 out = []
@@ -169,27 +281,39 @@ class SqliteStore:
         """
         pairs: dict[tuple[str, frozenset[str]], str] = {}
         rankings: dict[str, tuple[tuple[str, ...], bool]] = {}
-        for bench, kind, body in self._db.execute(
-            "SELECT benchmark, kind, body FROM changes ORDER BY id"
-        ):
-            ev = json.loads(body)
-            if kind == "ranking":
-                rankings[bench] = (tuple(ev["models"]), bool(ev["resolved"]))
-            else:
-                pairs[(bench, frozenset((ev["model_a"], ev["model_b"])))] = ev["verdict"]
-        return pairs, rankings
-
-    def logged_decisions(self) -> list[dict[str, Any]]:
-        """The resolution events of the log whose verdict is resolved, oldest first, with the
-        benchmark: the decisions a rebuilt state must keep (a decision is final)."""
-        out = []
+        # Through the index: a pair's verdict is logged about once, but ranking changes pile up
+        # with the history, and only each benchmark's last one is read.
         for bench, body in self._db.execute(
             "SELECT benchmark, body FROM changes WHERE kind = 'resolution' ORDER BY id"
+        ):
+            ev = json.loads(body)
+            pairs[(bench, frozenset((ev["model_a"], ev["model_b"])))] = ev["verdict"]
+        for bench, body in self._db.execute(
+            "SELECT benchmark, body FROM changes WHERE id IN"
+            " (SELECT max(id) FROM changes WHERE kind = 'ranking' GROUP BY benchmark)"
+        ):
+            ev = json.loads(body)
+            rankings[bench] = (tuple(ev["models"]), bool(ev["resolved"]))
+        return pairs, rankings
+
+    def logged_decisions(self, *, since: int = 0) -> list[dict[str, Any]]:
+        """The resolution events of the log (with id > ``since``) whose verdict is resolved,
+        oldest first, with the benchmark: the decisions a rebuilt state must keep (a decision
+        is final)."""
+        out = []
+        for bench, body in self._db.execute(
+            "SELECT benchmark, body FROM changes WHERE kind = 'resolution' AND id > ?"
+            " ORDER BY id", (since,)
         ):
             ev = json.loads(body)
             if str(ev.get("verdict", "")).startswith("resolved:"):
                 out.append({**ev, "benchmark": bench})
         return out
+
+    def last_change_ids(self, kind: str) -> dict[str, int]:
+        """The id of each benchmark's last logged change event of ``kind`` (through the index)."""
+        return {b: int(i) for b, i in self._db.execute(
+            "SELECT benchmark, max(id) FROM changes WHERE kind = ? GROUP BY benchmark", (kind,))}
 
     def last_change_id(self) -> int:
         row = self._db.execute("SELECT max(id) FROM changes").fetchone()

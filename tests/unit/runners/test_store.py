@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,6 +59,74 @@ def test_failed_batch_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         store.commit(results=[_ev(1)], changes=[Boom()], counts={"accepted": 1})
     assert store.n_results() == 0 and store.counters() == {}
+
+
+def test_results_after_watermarks(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    rows = [[_ev(i), _ev(i).model_copy(update={"benchmark": "c"})] for i in range(4)]
+    for row in rows:
+        store.commit(results=row)
+    assert store.last_seq() == 4
+
+    def read(after: dict[str, int]) -> list[tuple[str, str]]:
+        return [(e.benchmark, e.item_id) for batch in store.iter_results(after=after)
+                for e in batch]
+
+    assert read({}) == [(e.benchmark, e.item_id) for row in rows for e in row]
+    # b from its snapshot at row 3, c from its snapshot at row 1.
+    assert read({"b": 3, "c": 1}) == [("c", "1"), ("c", "2"), ("b", "3"), ("c", "3")]
+    # c replayed in full (its snapshot unusable): every row is read.
+    assert read({"b": 3, "c": 0}) == [("c", "0"), ("c", "1"), ("c", "2"), ("b", "3"), ("c", "3")]
+    assert read({"b": 4, "c": 4}) == []
+
+
+def test_snapshots_replace_and_restamp_in_one_transaction(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.commit(results=[_ev(1)])
+    store.write_snapshots({"b": b"one", "c": b"c1"}, results_seq=1, change_id=0,
+                          positions={"b": 0, "c": 1}, config="k")
+    store.commit(results=[_ev(2)], changes=[_ranking(["m"])])
+    store.write_snapshots({"b": b"two"}, results_seq=2, change_id=1,
+                          positions={"b": 0, "c": 1}, config="k", restamp=["c"])
+    got = [(s.benchmark, s.results_seq, s.change_id, s.position, s.state)
+           for s in store.snapshots()]
+    assert got == [("b", 2, 1, 0, b"two"), ("c", 2, 0, 1, b"c1")]
+    # A row taken under other options is not restamped: it is not this state.
+    store.commit(results=[_ev(3)])
+    store.write_snapshots({}, results_seq=3, change_id=1, positions={"b": 0, "c": 1},
+                          config="other", restamp=["b", "c"])
+    assert [s.results_seq for s in store.snapshots()] == [2, 2]
+
+    with pytest.raises(sqlite3.Error):  # the second row cannot be written: neither is
+        store.write_snapshots({"b": b"three", "c": object()}, results_seq=3, change_id=1,  # type: ignore[dict-item]
+                              positions={"b": 0, "c": 1}, config="k")
+    assert [s.state for s in store.snapshots()] == [b"two", b"c1"]  # all or nothing
+
+
+def test_an_old_database_gets_the_snapshot_table(tmp_path: Path) -> None:
+    # Schema 1 as first released: no snapshots table, no index of the change log.
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE results (seq INTEGER PRIMARY KEY, n INTEGER NOT NULL, events BLOB NOT NULL);
+        CREATE TABLE changes (id INTEGER PRIMARY KEY AUTOINCREMENT,
+            benchmark TEXT NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL);
+        CREATE TABLE dead_letters (id INTEGER PRIMARY KEY AUTOINCREMENT, reason TEXT NOT NULL,
+            detail TEXT NOT NULL, payload TEXT NOT NULL, source TEXT NOT NULL, ts TEXT);
+        CREATE TABLE counters (outcome TEXT PRIMARY KEY, total INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+    """)
+    con.execute("INSERT INTO results (n, events) VALUES (1, ?)",
+                (b'[{"benchmark":"b","item_id":"1","model":"m","score":1.0}]',))
+    con.commit()
+    con.close()
+    store = SqliteStore(path)
+    assert store.snapshots() == [] and store.n_results() == 1
+    assert [e.item_id for batch in store.iter_results() for e in batch] == ["1"]
+    store.write_snapshots({"b": b"s"}, results_seq=1, change_id=0, positions={"b": 0},
+                          config="k")
+    assert [s.benchmark for s in store.snapshots()] == ["b"]
 
 
 @pytest.mark.parametrize(("name", "bench"), [
