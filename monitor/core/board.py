@@ -209,17 +209,18 @@ class BenchmarkState:
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
         before = self.X[uniq_r, :k]
-        mb = ~np.isnan(before)
         ftype = np.float32 if self.binary else np.float64  # 0/1 sums of a batch: exact in float32
         shape = (uniq_c.size, uniq_r.size)
         ones = np.ones(rows.size, dtype=ftype)
         dm = sparse.csr_array((ones, (c_inv, r_inv)), shape=shape)
         dx = sparse.csr_array((scores.astype(ftype), (c_inv, r_inv)), shape=shape)
         right = np.empty((uniq_r.size, 3 * k if not self.binary else 2 * k), dtype=ftype)
-        right[:, :k] = mb
-        right[:, k:2 * k] = np.where(mb, before, 0.0)
+        # Scores lie in [0, 1]: x ≥ 0 is the presence mask (NaN compares False), fmax(x, 0)
+        # the score with absent as 0 — one pass each, straight into the product's operand.
+        np.greater_equal(before, 0.0, out=right[:, :k])
+        np.fmax(before, 0.0, out=right[:, k:2 * k])
         if not self.binary:
-            right[:, 2 * k:] = right[:, k:2 * k] ** 2
+            np.square(right[:, k:2 * k], out=right[:, 2 * k:])
         with single_thread_blas():
             left = sparse.vstack([dm, dx], format="csr")
             prod = left @ right  # [Δm; Δx]ᵀ (2t × r) against [m | x (| x²)] (r × 2k or 3k)
@@ -247,9 +248,9 @@ class BenchmarkState:
     def _add(self, target: NDArray[Any], cols: IntArray, row_part: NDArray[Any],
              col_part: NDArray[Any]) -> None:
         k = self.k
-        if target.dtype.kind == "i":
-            target[cols, :k] += np.rint(row_part).astype(target.dtype)
-            target[:k, cols] += np.rint(col_part.T).astype(target.dtype)
+        if target.dtype.kind == "i":  # 0/1 products: exact integers already
+            target[cols, :k] += row_part.astype(target.dtype)
+            target[:k, cols] += col_part.T.astype(target.dtype)
         else:
             target[cols, :k] += row_part
             target[:k, cols] += col_part.T
