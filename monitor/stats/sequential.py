@@ -361,10 +361,8 @@ def _crossed(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: FloatArray
         ds, dv = s[idx] - seg_s[idx], np.maximum(v[idx] - seg_v[idx], 0.0)
         n10 = np.rint(np.maximum((dv + ds) / 2.0, 0.0)).astype(np.int64)
         n01 = np.rint(np.maximum((dv - ds) / 2.0, 0.0)).astype(np.int64)
-        thr = side_thr[idx]
-        for level in np.unique(thr):
-            at = thr == level if idx.size > 1 else np.ones(1, dtype=bool)
-            bound = mcnemar_boundary(float(level), int(max(n10[at].max(), n01[at].max())) + 1)
+        for level, at in _level_groups(side_thr[idx]):
+            bound = mcnemar_boundary(level, int(max(n10[at].max(), n01[at].max())) + 1)
             out[idx[at]] = (n10[at] >= bound[n01[at]]) | (n01[at] >= bound[n10[at]])
     rest = np.flatnonzero(~table)
     if rest.size:
@@ -408,8 +406,8 @@ def may_cross(kind: NDArray[np.int8], before: tuple[FloatArray, FloatArray, Floa
         table = mc & (start_log_plus == 0.0) & (start_log_minus == 0.0)
         if table.any():
             idx = np.flatnonzero(table)
-            for level in np.unique(side_thr[idx]):
-                at = idx[side_thr[idx] == level]
+            for level, where in _level_groups(side_thr[idx]):
+                at = idx[where]
                 ia0, ib0 = a0[at].astype(np.int64), b0[at].astype(np.int64)
                 ia1, ib1 = a1[at].astype(np.int64), b1[at].astype(np.int64)
                 bound = mcnemar_boundary(float(level), int(max(ia0.max(), ib0.max())) + 1)
@@ -432,6 +430,19 @@ def may_cross(kind: NDArray[np.int8], before: tuple[FloatArray, FloatArray, Floa
 
 
 _BOUNDARIES: dict[float, IntArray] = {}
+
+
+def _level_groups(values: FloatArray) -> list[tuple[float, IntArray]]:
+    """(value, positions) of each distinct value of ``values`` — a few thresholds over many
+    pairs: one comparison pass per value, no sort."""
+    out = []
+    todo = np.arange(values.size)
+    while todo.size:
+        v = values[todo[0]]
+        hit = values[todo] == v
+        out.append((float(v), todo[hit]))
+        todo = todo[~hit]
+    return out
 
 
 def mcnemar_boundary(side_threshold: float, size: int) -> IntArray:
