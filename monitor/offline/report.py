@@ -32,7 +32,7 @@ from monitor.defaults import RANK_SEED
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
-from monitor.stats.board import BoardResult, board
+from monitor.stats.board import BoardResult, board, board_sums
 from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures
 from monitor.stats.ranks import METHODS as RANK_METHODS
@@ -357,8 +357,11 @@ def build_report(
     a, b = family_pairs(order, family)
     _check_shared(table, a, b)
     alpha_pair = multiplicity.family_alpha(alpha, int(a.size), method=correction)
+    # One set of Gram matrices for the family's pairs and the rank sets' all pairs.
+    sums = board_sums(table.scores, groups=table.groups)
     res = board(table.scores, pairs=(a, b), groups=table.groups,
-                group_kind=table.group_kind or "cluster", alpha=alpha_pair, power=power)
+                group_kind=table.group_kind or "cluster", alpha=alpha_pair, power=power,
+                sums=sums)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(1, order.size + 1)
     ranks = None
@@ -368,7 +371,8 @@ def build_report(
         try:
             ranks = rank_sets(table.scores, groups=table.groups, covariance=kind, order=order,
                               alpha=alpha, method=cast(Method, rank_method),
-                              n_draws=rank_draws, rng=np.random.default_rng(rank_seed))
+                              n_draws=rank_draws, rng=np.random.default_rng(rank_seed),
+                              sums=sums)
         except ValueError as exc:
             # Rank sets need every pair (and items every model has); a report of the family
             # stays useful without them, so say why they are missing instead of failing.

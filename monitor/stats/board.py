@@ -12,6 +12,7 @@ and :func:`monitor.stats.clusters.design_effect` applied pair by pair.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -67,49 +68,196 @@ def _check_matrix(scores: ArrayLike) -> FloatArray:
     return x
 
 
-def _group_sums(
-    x0: FloatArray, m: FloatArray, codes: IntArray, n_groups: int, a: IntArray, b: IntArray,
-    *, complete: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Σ_g T_g², Σ_g T_g n_g, Σ_g n_g², Σ_g T_g²/n_g and the groups with n_g > 0, per pair.
+#: Pairs per chunk of the per-pair arithmetic (group sums, the kernel): its temporaries stay
+#: a few MB for any number of pairs (499,500 at 1,000 models).
+_CHUNK_PAIRS = 1 << 16
 
-    T_g = Σ_{i∈g, both present} D_i and n_g the shared items in group g.
+
+def _gram(u: FloatArray, v: FloatArray, *, exact32: bool) -> FloatArray:
+    """uᵀv; in float32 where every entry is an integer count below 2²⁴ (0/1 scores), which
+    float32 sums exactly — the same values at twice the speed and half the memory."""
+    if exact32:
+        u32 = u.astype(np.float32)
+        v32 = u32 if v is u else v.astype(np.float32)
+        # + 0.0: a −0.0 score (equal to 0) leaves no −0.0 sum behind.
+        return (u32.T @ v32).astype(np.float64) + 0.0
+    return u.T @ v
+
+
+@dataclass(frozen=True, eq=False)
+class _Complete:
+    """No item is missing: a pair's sums are the two models' column sums (and per group)."""
+
+    colsum: FloatArray
+    colsq: FloatArray
+    group_colsum: FloatArray | None  # groups × models
+
+
+@dataclass(frozen=True, eq=False)
+class _Partial:
+    """Items are missing: presence mask M, X₀ᵀM, MᵀM and (X₀²)ᵀM."""
+
+    m: FloatArray
+    on: FloatArray
+    shared: FloatArray
+    sq: FloatArray
+
+
+@dataclass(frozen=True, eq=False)
+class BoardSums:
+    """Every pair's sums of one score matrix, as Gram matrices (models × models) and per-group
+    column sums: the sums of any pair are entries (:meth:`pairs`). Computed once per table by
+    :func:`board_sums`, so that several sets of pairs (a report's family, the rank sets' all
+    pairs) read the same matrices.
+
+    ``x0`` is the matrix with NaN → 0, ``cross`` = X₀ᵀX₀; ``codes`` are the items' group codes
+    (None without groups).
     """
-    count = np.zeros(a.size)
-    st2 = np.zeros(a.size)
-    stn = np.zeros(a.size)
-    sn2 = np.zeros(a.size)
-    st2_over_n = np.zeros(a.size)
-    if complete:
-        # No item is missing: the per-group sums are plain column sums, no Gram needed.
-        sums = np.zeros((n_groups, x0.shape[1]))
-        np.add.at(sums, codes, x0)
-        counts = np.bincount(codes, minlength=n_groups).astype(float)
-        t = sums[:, a] - sums[:, b]  # (groups, pairs)
-        nn = counts[:, None]
-        st2 = np.sum(t * t, axis=0)
-        stn = np.sum(t * nn, axis=0)
-        sn2 = np.full(a.size, float(np.sum(counts * counts)))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            st2_over_n = np.sum(np.where(nn > 0, t * t / nn, 0.0), axis=0)
-        count = np.full(a.size, float(np.count_nonzero(counts)))
+
+    x0: FloatArray
+    col_binary: NDArray[np.bool_]
+    exact32: bool
+    cross: FloatArray
+    layout: _Complete | _Partial
+    codes: IntArray | None
+    n_groups: int
+
+    @property
+    def n_models(self) -> int:
+        return int(self.x0.shape[1])
+
+    def pairs(self, pairs: tuple[ArrayLike, ArrayLike] | None = None, *,
+              group_kind: GroupKind = "cluster", grouped: bool = True,
+              ) -> tuple[IntArray, IntArray, PairSums]:
+        """(a, b, :class:`PairSums`) of ``pairs`` (default every pair a < b); ``grouped``
+        False leaves the groups out (items independent)."""
+        k = self.n_models
+        if group_kind not in ("cluster", "strata"):
+            raise ValueError(f"`group_kind` must be 'cluster' or 'strata', got {group_kind!r}")
+        if pairs is None:
+            a, b = all_pairs(k)
+        else:
+            a = np.asarray(pairs[0], dtype=np.int64).reshape(-1)
+            b = np.asarray(pairs[1], dtype=np.int64).reshape(-1)
+            if a.shape != b.shape:
+                raise ValueError("`pairs` must be two index arrays of equal length")
+            if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= k):
+                raise ValueError(f"`pairs` indices must lie in [0, {k})")
+        lay = self.layout
+        if isinstance(lay, _Complete):
+            n = np.full(a.size, float(self.x0.shape[0]))
+            s_a, s_b = lay.colsum[a], lay.colsum[b]
+            q_a, q_b = lay.colsq[a], lay.colsq[b]
+        else:
+            n = lay.shared[a, b]
+            s_a, s_b = lay.on[a, b], lay.on[b, a]
+            q_a, q_b = lay.sq[a, b], lay.sq[b, a]
+        if np.any(n == 0):
+            raise ValueError(f"models {int(a[n == 0][0])} and {int(b[n == 0][0])} share no "
+                             "item")
+        grouped_sums: GroupSums | None = None
+        if grouped and self.codes is not None:
+            st2, stn, sn2, st2_over_n, count = self._group_sums(self.codes, a, b)
+            grouped_sums = GroupSums(kind=group_kind, n_groups=self.n_groups, t2=st2, tn=stn,
+                                     n2=sn2, t2_over_n=st2_over_n, count=count)
+        return a, b, PairSums.build(n=n, sa=s_a, sb=s_b, saa=q_a, sbb=q_b,
+                                    sab=self.cross[a, b],
+                                    binary=self.col_binary[a] & self.col_binary[b],
+                                    groups=grouped_sums)
+
+    def _group_sums(self, codes: IntArray, a: IntArray, b: IntArray
+                    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Σ_g T_g², Σ_g T_g n_g, Σ_g n_g², Σ_g T_g²/n_g and the groups with n_g > 0, per pair.
+
+        T_g = Σ_{i∈g, both present} D_i and n_g the shared items in group g.
+        """
+        n_groups, x0, lay = self.n_groups, self.x0, self.layout
+        count = np.zeros(a.size)
+        st2 = np.zeros(a.size)
+        stn = np.zeros(a.size)
+        sn2 = np.zeros(a.size)
+        st2_over_n = np.zeros(a.size)
+        if isinstance(lay, _Complete):
+            # No item is missing: the per-group sums are plain column sums, no Gram needed.
+            sums = (lay.group_colsum if lay.group_colsum is not None
+                    else _group_colsum(x0, codes, n_groups, exact32=self.exact32))
+            counts = np.bincount(codes, minlength=n_groups).astype(float)
+            nn = counts[:, None]
+            # Per pair, the sums run over the groups in order (axis 0): chunks of pairs change
+            # nothing but the size of the temporaries.
+            for lo in range(0, a.size, _CHUNK_PAIRS):
+                hi = min(a.size, lo + _CHUNK_PAIRS)
+                t = sums[:, a[lo:hi]] - sums[:, b[lo:hi]]  # (groups, pairs)
+                t2 = t * t
+                st2[lo:hi] = np.sum(t2, axis=0)
+                stn[lo:hi] = np.sum(t * nn, axis=0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    st2_over_n[lo:hi] = np.sum(np.where(nn > 0, t2 / nn, 0.0), axis=0)
+            sn2 = np.full(a.size, float(np.sum(counts * counts)))
+            count = np.full(a.size, float(np.count_nonzero(counts)))
+            return st2, stn, sn2, st2_over_n, count
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(n_groups + 1))
+        for g in range(n_groups):
+            rows = order[bounds[g]:bounds[g + 1]]
+            xg, mg = x0[rows], lay.m[rows]
+            s = _gram(xg, mg, exact32=self.exact32)  # s[a, b] = Σ_{i∈g} x_a m_b
+            c = _gram(mg, mg, exact32=self.exact32)  # shared items per pair in group g
+            t = s[a, b] - s[b, a]
+            nn = c[a, b]
+            st2 += t * t
+            stn += t * nn
+            sn2 += nn * nn
+            count += nn > 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                st2_over_n += np.where(nn > 0, t * t / np.where(nn > 0, nn, 1.0), 0.0)
         return st2, stn, sn2, st2_over_n, count
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(n_groups + 1))
-    for g in range(n_groups):
-        rows = order[bounds[g]:bounds[g + 1]]
-        xg, mg = x0[rows], m[rows]
-        s = xg.T @ mg  # s[a, b] = Σ_{i∈g} x_a m_b
-        c = mg.T @ mg  # shared items per pair in group g
-        t = s[a, b] - s[b, a]
-        nn = c[a, b]
-        st2 += t * t
-        stn += t * nn
-        sn2 += nn * nn
-        count += nn > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            st2_over_n += np.where(nn > 0, t * t / np.where(nn > 0, nn, 1.0), 0.0)
-    return st2, stn, sn2, st2_over_n, count
+
+
+def _group_colsum(x0: FloatArray, codes: IntArray, n_groups: int, *, exact32: bool
+                  ) -> FloatArray:
+    """Σ_{i∈g} x_i per group g and model (groups × models) of a complete matrix."""
+    if exact32:
+        # Integer sums: exact in any order (+ 0.0: no −0.0 from a −0.0 score).
+        return np.stack([x0[codes == g].sum(axis=0) for g in range(n_groups)]) + 0.0
+    sums = np.zeros((n_groups, x0.shape[1]))
+    np.add.at(sums, codes, x0)
+    return sums
+
+
+def board_sums(scores: ArrayLike, *, groups: ArrayLike | None = None) -> BoardSums:
+    """The Gram matrices of a score matrix (and its item groups): see :class:`BoardSums`."""
+    x = _check_matrix(scores)
+    n_items = x.shape[0]
+    present = ~np.isnan(x)
+    complete = bool(present.all())
+    # The presence mask and the NaN-free copy only where some item is missing.
+    m = None if complete else present.astype(float)
+    x0 = x if complete else np.where(present, x, 0.0)
+    del present
+    # A pair is binary when both models' scores are all 0/1 (its e-process is McNemar's).
+    col_binary = np.all((x0 == 0.0) | (x0 == 1.0), axis=0)
+    all_binary = bool(col_binary.all())
+    # 0/1 scores: every Gram entry is an integer count, exact in float32 below 2²⁴ items.
+    exact32 = all_binary and n_items < 1 << 24
+    cross = _gram(x0, x0, exact32=exact32)  # Σ x_a x_b
+    codes: IntArray | None = None
+    n_groups = 0
+    if groups is not None:
+        codes, n_groups = _group_codes(groups, n_items)
+    layout: _Complete | _Partial
+    if m is None:
+        colsum = x0.sum(axis=0)
+        layout = _Complete(
+            colsum=colsum, colsq=colsum if all_binary else (x0 * x0).sum(axis=0),
+            group_colsum=None if codes is None else _group_colsum(x0, codes, n_groups,
+                                                                  exact32=exact32))
+    else:
+        on = _gram(x0, m, exact32=exact32)  # on[a, b] = Σ x_a over the items b has
+        layout = _Partial(m=m, on=on, shared=_gram(m, m, exact32=exact32),
+                          sq=on if all_binary else (x0 * x0).T @ m)
+    return BoardSums(x0=x0, col_binary=col_binary, exact32=exact32, cross=cross,
+                     layout=layout, codes=codes, n_groups=n_groups)
 
 
 def pair_sums(
@@ -124,54 +272,9 @@ def pair_sums(
     Same arguments as :func:`board`; every sum is an entry of a Gram matrix over the items
     both models have.
     """
-    x = _check_matrix(scores)
-    n_items, k = x.shape
     if group_kind not in ("cluster", "strata"):
         raise ValueError(f"`group_kind` must be 'cluster' or 'strata', got {group_kind!r}")
-    if pairs is None:
-        a, b = all_pairs(k)
-    else:
-        a = np.asarray(pairs[0], dtype=np.int64).reshape(-1)
-        b = np.asarray(pairs[1], dtype=np.int64).reshape(-1)
-        if a.shape != b.shape:
-            raise ValueError("`pairs` must be two index arrays of equal length")
-        if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= k):
-            raise ValueError(f"`pairs` indices must lie in [0, {k})")
-    present = ~np.isnan(x)
-    complete = bool(present.all())
-    m = present.astype(float)
-    x0 = np.where(present, x, 0.0)
-    # A pair is binary when both models' scores are all 0/1 (its e-process is McNemar's).
-    col_binary = np.all((x0 == 0.0) | (x0 == 1.0), axis=0)
-    all_binary = bool(col_binary.all())
-
-    # The Gram matrices: every per-pair sum on shared items is one entry.
-    cross = x0.T @ x0  # Σ x_a x_b
-    if complete:
-        colsum = x0.sum(axis=0)
-        colsq = colsum if all_binary else (x0 * x0).sum(axis=0)
-        n = np.full(a.size, float(n_items))
-        s_a, s_b = colsum[a], colsum[b]
-        q_a, q_b = colsq[a], colsq[b]
-    else:
-        on = x0.T @ m  # on[a, b] = Σ x_a over the items b has
-        shared = m.T @ m
-        sq = on if all_binary else (x0 * x0).T @ m
-        n = shared[a, b]
-        s_a, s_b = on[a, b], on[b, a]
-        q_a, q_b = sq[a, b], sq[b, a]
-    if np.any(n == 0):
-        raise ValueError(f"models {int(a[n == 0][0])} and {int(b[n == 0][0])} share no item")
-
-    grouped: GroupSums | None = None
-    if groups is not None:
-        codes, n_groups = _group_codes(groups, n_items)
-        st2, stn, sn2, st2_over_n, count = _group_sums(x0, m, codes, n_groups, a, b,
-                                                       complete=complete)
-        grouped = GroupSums(kind=group_kind, n_groups=n_groups, t2=st2, tn=stn, n2=sn2,
-                            t2_over_n=st2_over_n, count=count)
-    return a, b, PairSums.build(n=n, sa=s_a, sb=s_b, saa=q_a, sbb=q_b, sab=cross[a, b],
-                                binary=col_binary[a] & col_binary[b], groups=grouped)
+    return board_sums(scores, groups=groups).pairs(pairs, group_kind=group_kind)
 
 
 def board(
@@ -182,6 +285,7 @@ def board(
     group_kind: GroupKind = "cluster",
     alpha: float = 0.05,
     power: float = 0.8,
+    sums: BoardSums | None = None,
 ) -> BoardResult:
     """Paired figures, p-values and design effects for many pairs of one score matrix.
 
@@ -200,6 +304,9 @@ def board(
         ``strata``: groups are fixed; Var_strat = Σ_h Σ_{i∈h}(D_i − D̄_h)² / N².
     alpha, power : float
         Level used for N*, q and MDE (pass a family-adjusted level for multiplicity).
+    sums : BoardSums, optional
+        :func:`board_sums` of ``scores`` and ``groups``, when the caller has it already
+        (``scores`` is then not read again); ``groups`` None leaves its groups out.
 
     Returns
     -------
@@ -214,6 +321,21 @@ def board(
     >>> round(float(r.p_value[0]), 3)  # exact McNemar: 2 · P(Bin(2, 1/2) ≤ 0)
     0.5
     """
-    a, b, sums = pair_sums(scores, pairs=pairs, groups=groups, group_kind=group_kind)
-    fig = pair_figures(sums, alpha=alpha, power=power, intervals=False)
-    return BoardResult(a=a, b=b, **{f.name: getattr(fig, f.name) for f in fields(fig)})
+    if sums is None:
+        sums = board_sums(scores, groups=groups)
+    a, b, ps = sums.pairs(pairs, group_kind=group_kind, grouped=groups is not None)
+    # The kernel is elementwise over pairs: in chunks, its temporaries stay small.
+    parts = [pair_figures(ps.take(slice(lo, lo + _CHUNK_PAIRS)), alpha=alpha, power=power,
+                          intervals=False)
+             for lo in range(0, max(len(ps), 1), _CHUNK_PAIRS)]
+    return BoardResult(a=a, b=b, **_concat(parts))
+
+
+def _concat(parts: list[PairFigures]) -> dict[str, Any]:
+    """The fields of chunks of one kernel call joined: arrays end to end, scalars once."""
+    out: dict[str, Any] = {}
+    for f in fields(parts[0]):
+        first = getattr(parts[0], f.name)
+        out[f.name] = (first if len(parts) == 1 or not isinstance(first, np.ndarray)
+                       else np.concatenate([getattr(p, f.name) for p in parts]))
+    return out

@@ -20,14 +20,13 @@ and its covariance are private to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.stats.board import board
+from monitor.stats.board import BoardSums, board
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -40,10 +39,12 @@ METHODS: tuple[str, ...] = ("simultaneous", "marginal")
 __all__ = ["METHODS", "PairResolution", "RankSets", "means_covariance", "rank_sets",
            "rank_sets_from_resolved", "resolve_pairs", "tiers"]
 
-# Draws are standardised in blocks of at most this many values (float32), so that memory
-# stays bounded for boards of thousands of models; below it the blocks are kept between steps.
+# The normal draws are made in blocks of at most this many pair values: the blocks fix which
+# random numbers each draw gets (the same rank sets for the same seed).
 _BLOCK_VALUES = 1 << 23
-_CACHE_VALUES = 1 << 25
+# Pairs per bin of the sorted draws: W of one bin (pairs × draws, float32) is the largest
+# temporary of the stepdown, 2 MB at 2,000 draws.
+_BIN_PAIRS = 256
 
 
 def _check_resolved(resolved: ArrayLike) -> BoolArray:
@@ -276,11 +277,11 @@ class RankSets:
         return int(self.rank_low[j]), int(self.rank_high[j])
 
 
-def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance
-                ) -> tuple[IntArray, IntArray, FloatArray, int]:
+def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance,
+                sums: BoardSums | None) -> tuple[IntArray, IntArray, FloatArray, int]:
     """Pairs a < b and t_ab = δ̂_ab / se_ab with se_ab² = σ̂²_ab · DE / n from the pair kernel."""
     res = board(x, groups=None if kind == "iid" else groups,
-                group_kind="strata" if kind == "strata" else "cluster")
+                group_kind="strata" if kind == "strata" else "cluster", sums=sums)
     de = np.ones_like(res.n) if res.design_effect is None else res.design_effect
     se = np.sqrt(res.sigma_d2 * de / res.n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -299,42 +300,121 @@ def _cov_root(cov: FloatArray) -> FloatArray:
     return np.asarray(v * np.sqrt(np.clip(w, 0.0, None)))
 
 
-def _draw_blocks(root: FloatArray, a: IntArray, b: IntArray, n_draws: int,
-                 rng: np.random.Generator, df: float | None) -> Iterator[NDArray[np.float32]]:
-    """Standardised differences (Z_a − Z_b)/sd_ab of Z ~ N(0, Σ̂), pairs × draws, in blocks.
+def _inverse_sd(root: FloatArray, a: IntArray, b: IntArray) -> NDArray[np.float32]:
+    """1/sd_ab (float32) of Z_a − Z_b for Z ~ N(0, L Lᵀ), L = ``root``; 0 where the difference
+    has no variance under Σ̂.
 
     Standardising by the sd implied by Σ̂ itself keeps only its correlations: the scale of
     each difference is the kernel's se (the two agree whenever every model has every item).
-    A difference with no variance under Σ̂ contributes 0. With ``df``, each draw is divided by
-    √(χ²_df / df): a multivariate t, for variances estimated from few clusters.
     """
     var = np.einsum("ij,ij->i", root, root)
-    sd = np.sqrt(np.maximum(var[a] + var[b] - 2.0 * np.einsum("ij,ij->i", root[a], root[b]),
-                            0.0))
+    cross = np.empty(a.size)
+    # L_a · L_b per pair, one run of pairs sharing model a at a time: L_a broadcast against
+    # the rows of the b's (a slice when they are consecutive, as in the all-pairs order)
+    # instead of gathering both rows of every pair (pairs × models values: 4 GB at 1,000
+    # models). The same products summed in the same order: the same bits.
+    cuts = np.flatnonzero(a[1:] != a[:-1]) + 1
+    starts = np.concatenate([[0], cuts]).astype(np.int64)
+    ends = np.concatenate([cuts, [a.size]]).astype(np.int64)
+    if a.size and a.size >= 16 * starts.size:
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            rows = b[s:e]
+            first = int(rows[0])
+            if int(rows[-1]) - first == e - s - 1 and np.all(np.diff(rows) == 1):
+                other = root[first:first + e - s]
+            else:
+                other = root[rows]
+            cross[s:e] = np.einsum("ij,ij->i", np.broadcast_to(root[a[s]], other.shape), other)
+    else:
+        step = max(1, _BLOCK_VALUES // (8 * max(1, root.shape[1])))
+        for s in range(0, a.size, step):
+            cross[s:s + step] = np.einsum("ij,ij->i", root[a[s:s + step]], root[b[s:s + step]])
+    sd = np.sqrt(np.maximum(var[a] + var[b] - 2.0 * cross, 0.0))
     ok = sd > 1e-9 * np.sqrt(var[a] + var[b])
-    inv = np.where(ok, 1.0 / np.where(ok, sd, 1.0), 0.0).astype(np.float32)
-    per_block = max(1, _BLOCK_VALUES // max(1, a.size))
+    return np.where(ok, 1.0 / np.where(ok, sd, 1.0), 0.0).astype(np.float32)
+
+
+def _draws(root: FloatArray, n_pairs: int, n_draws: int, rng: np.random.Generator,
+           df: float | None) -> NDArray[np.float32]:
+    """Z ~ N(0, L Lᵀ), models × draws, float32 (a pair's draws are one row difference).
+
+    With ``df``, each draw is divided by √(χ²_df / df): a multivariate t, for variances
+    estimated from few clusters. The normals are drawn in blocks of at most ``_BLOCK_VALUES``
+    pair values (the block size fixes which random numbers each draw gets, so it stays as
+    when the blocks of standardised differences were materialised one by one).
+    """
+    per_block = max(1, _BLOCK_VALUES // max(1, n_pairs))
+    z32 = np.empty((root.shape[0], n_draws), dtype=np.float32)
     done = 0
     while done < n_draws:
         k = min(per_block, n_draws - done)
-        # Models × draws, so that a pair's draws are one contiguous row to gather.
         z = root @ rng.standard_normal((root.shape[1], k))
         if df is not None:
             z /= np.sqrt(rng.chisquare(df, size=k) / df)
-        z32 = z.astype(np.float32)
-        w = z32[a]
-        w -= z32[b]
-        w *= inv[:, None]
-        yield w
+        z32[:, done:done + k] = z
         done += k
+    return z32
 
 
-def _replay(blocks: list[NDArray[np.float32]]) -> Callable[[], Iterable[NDArray[np.float32]]]:
-    return lambda: blocks
+class _SortedDraws:
+    """The standardised draws W_pd = (Z_ad − Z_bd) / sd_p of pairs sorted by their t, with the
+    maximum and minimum of W over each bin of ``_BIN_PAIRS`` consecutive pairs per draw.
+
+    A step of the stepdown needs, per draw, max W over the up-hypotheses still active and
+    max −W over the down ones. Rejections are {t > c}, so the active up-hypotheses are a
+    prefix of the pairs sorted by t and the active down-hypotheses a suffix: whole bins come
+    from the bin extremes, only the bin cut by the boundary is recomputed. One pass over the
+    pairs × draws serves every step, and W is never held for more than one bin.
+    """
+
+    def __init__(self, t: FloatArray, z32: NDArray[np.float32], inv: NDArray[np.float32],
+                 a: IntArray, b: IntArray) -> None:
+        order = np.argsort(t, kind="stable")
+        self.z32, self.a, self.b, self.inv = z32, a[order], b[order], inv[order]
+        n_bins = -(-t.size // _BIN_PAIRS)
+        n_draws = z32.shape[1]
+        self.bin_max = np.empty((n_bins, n_draws), dtype=np.float32)
+        self.bin_min = np.empty((n_bins, n_draws), dtype=np.float32)
+        # Two bins' worth of buffers, reused: fresh 2 MB temporaries per bin cost page faults.
+        self._buf = np.empty((2, min(_BIN_PAIRS, t.size), n_draws), dtype=np.float32)
+        for k in range(n_bins):
+            w = self._w(k * _BIN_PAIRS, min(t.size, (k + 1) * _BIN_PAIRS))
+            np.max(w, axis=0, out=self.bin_max[k])
+            np.min(w, axis=0, out=self.bin_min[k])
+
+    def _w(self, start: int, stop: int) -> NDArray[np.float32]:
+        # The same float32 operations as (Z_a − Z_b) · inv on the whole matrix: the same bits.
+        w, zb = self._buf[0, :stop - start], self._buf[1, :stop - start]
+        np.take(self.z32, self.a[start:stop], axis=0, out=w)
+        np.take(self.z32, self.b[start:stop], axis=0, out=zb)
+        np.subtract(w, zb, out=w)
+        np.multiply(w, self.inv[start:stop, None], out=w)
+        return w
+
+    def max_up(self, stop: int) -> NDArray[np.float32]:
+        """max W over sorted pairs [0, stop) per draw (−∞ for none)."""
+        full = stop // _BIN_PAIRS
+        out = np.full(self.z32.shape[1], -np.inf, dtype=np.float32)
+        if full:
+            np.max(self.bin_max[:full], axis=0, out=out)
+        if stop > full * _BIN_PAIRS:
+            np.maximum(out, self._w(full * _BIN_PAIRS, stop).max(axis=0), out=out)
+        return out
+
+    def min_down(self, start: int) -> NDArray[np.float32]:
+        """min W over sorted pairs [start, pairs) per draw (+∞ for none)."""
+        n = self.a.size
+        first = -(-start // _BIN_PAIRS)
+        out = np.full(self.z32.shape[1], np.inf, dtype=np.float32)
+        if first * _BIN_PAIRS < n:
+            np.min(self.bin_min[first:], axis=0, out=out)
+        if start < min(n, first * _BIN_PAIRS):
+            np.minimum(out, self._w(start, min(n, first * _BIN_PAIRS)).min(axis=0), out=out)
+        return out
 
 
-def _stepdown(t: FloatArray, draws: Callable[[], Iterable[NDArray[np.float32]]], alpha: float,
-              stepdown: bool) -> tuple[BoolArray, BoolArray, list[float]]:
+def _stepdown(t: FloatArray, draws: _SortedDraws, alpha: float, stepdown: bool
+              ) -> tuple[BoolArray, BoolArray, list[float]]:
     """Reject H_ab: μ_a ≤ μ_b (``up``) and H_ba: μ_b ≤ μ_a (``down``) for every pair.
 
     The critical value of a step is the 1 − α quantile over the draws of the maximum of the
@@ -346,13 +426,13 @@ def _stepdown(t: FloatArray, draws: Callable[[], Iterable[NDArray[np.float32]]],
     crit: list[float] = []
     while True:
         act_up, act_down = ~up, ~down
-        maxima = []
-        # Inactive hypotheses get −∞ added (a masked max with ``where=`` is several times slower).
-        off_up = np.where(act_up, 0.0, -np.inf).astype(np.float32)[:, None]
-        off_down = np.where(act_down, 0.0, -np.inf).astype(np.float32)[:, None]
-        for w in draws():  # pairs × draws
-            maxima.append(np.maximum((w + off_up).max(axis=0), (off_down - w).max(axis=0)))
-        c = float(np.quantile(np.concatenate(maxima), 1.0 - alpha))
+        # Every rejection so far is {t > c} (up) or {−t > c} (down): the active hypotheses
+        # are the first (up) and last (down) pairs in the order of t.
+        n_up, n_down = int(np.count_nonzero(act_up)), int(np.count_nonzero(act_down))
+        # + 0 and 0 − turn −0 into +0, as adding the 0 offset of an active hypothesis did.
+        maxima = np.maximum(draws.max_up(n_up) + np.float32(0.0),
+                            np.float32(0.0) - draws.min_down(t.size - n_down))
+        c = float(np.quantile(maxima, 1.0 - alpha))
         crit.append(c)
         new_up = act_up & (t > c)
         new_down = act_down & (-t > c)
@@ -445,13 +525,11 @@ def resolve_pairs(
     if method == "simultaneous":
         a, b = np.triu_indices(m, k=1)
         a, b = a.astype(np.int64), b.astype(np.int64)
-        seed = int(rng.integers(2**63))  # one stream of draws, replayed when not kept
-
-        def make() -> Iterable[NDArray[np.float32]]:
-            return _draw_blocks(root, a, b, n_draws, np.random.default_rng(seed), df)
-
-        draws = _replay(list(make())) if a.size * n_draws <= _CACHE_VALUES else make
-        up, down, crit = _stepdown(tm[a, b], draws, alpha, stepdown)
+        seed = int(rng.integers(2**63))  # the draws' own stream
+        t_ab = tm[a, b]
+        z32 = _draws(root, a.size, n_draws, np.random.default_rng(seed), df)
+        draws = _SortedDraws(t_ab, z32, _inverse_sd(root, a, b), a, b)
+        up, down, crit = _stepdown(t_ab, draws, alpha, stepdown)
         resolved = np.zeros((m, m), dtype=bool)
         resolved[a[up], b[up]] = True
         resolved[b[down], a[down]] = True
@@ -464,8 +542,10 @@ def resolve_pairs(
     for j in range(m):
         others = np.delete(np.arange(m, dtype=np.int64), j)
         ja = np.full(others.size, j, dtype=np.int64)
-        kept_j = list(_draw_blocks(root, ja, others, n_draws, rng, df))
-        up, down, c = _stepdown(tm[j, others], _replay(kept_j), alpha, stepdown)
+        t_j = tm[j, others]
+        z32 = _draws(root, others.size, n_draws, rng, df)
+        draws_j = _SortedDraws(t_j, z32, _inverse_sd(root, ja, others), ja, others)
+        up, down, c = _stepdown(t_j, draws_j, alpha, stepdown)
         above[j, others[up]] = True
         below[j, others[down]] = True
         finals.append(c[-1])
@@ -494,6 +574,7 @@ def rank_sets(
     stepdown: bool = True,
     n_draws: int = 2000,
     small_sample: bool = True,
+    sums: BoardSums | None = None,
 ) -> RankSets:
     """Rank confidence sets (csranks' max-|t| with stepdown) and tiers of a paired score matrix.
 
@@ -537,6 +618,9 @@ def rank_sets(
         With ``cluster`` covariance, draw from the multivariate t with G − 1 degrees of
         freedom (G clusters) instead of the normal: the variances rest on G cluster sums.
         Coverage is still below nominal for tied models with few clusters (docs/ranks.md).
+    sums : BoardSums, optional
+        :func:`monitor.stats.board.board_sums` of ``scores`` and ``groups``, when the caller
+        has it already (the report reads its family's pairs from the same matrices).
 
     Returns
     -------
@@ -558,7 +642,10 @@ def rank_sets(
         raise ValueError(f"`covariance` must be 'iid', 'cluster' or 'strata', got {covariance!r}")
     m = x.shape[1]
     o = _default_order(x) if order is None else _check_order(order, m)
-    a, b, t, n_groups = _pairwise_t(x, groups, covariance)
+    if sums is not None and (sums.x0.shape != x.shape
+                             or (covariance != "iid" and sums.codes is None)):
+        raise ValueError(f"`sums` must be board_sums of the {x.shape} scores and their groups")
+    a, b, t, n_groups = _pairwise_t(x, groups, covariance, sums)
     cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
     tmat = np.zeros((m, m))
     tmat[a, b] = t

@@ -127,3 +127,70 @@ def test_bad_arguments_name_the_parameter() -> None:
         board(np.zeros((3, 2)), groups=np.zeros(3), group_kind="blocks")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="share no item"):
         board(np.array([[1.0, np.nan], [np.nan, 0.0]]))
+
+
+def _boards(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """0/1 complete with clusters, 0/1 with gaps, scores in [0, 1] with gaps."""
+    rng = np.random.default_rng(seed)
+    ability = np.linspace(-0.5, 0.8, 7)
+    p = 1 / (1 + np.exp(-(ability[None, :] - rng.normal(0, 1, (600, 1)))))
+    binary = (rng.random(p.shape) < p).astype(float)
+    gaps = binary.copy()
+    gaps[rng.random(gaps.shape) < 0.08] = np.nan
+    graded = np.where(np.isnan(gaps), np.nan, np.round(np.clip(p + rng.normal(0, 0.2, p.shape),
+                                                               0, 1), 3))
+    groups = rng.choice(np.array([f"g{k}" for k in range(9)]), size=600)
+    return [(binary, groups), (gaps, groups), (graded, groups)]
+
+
+def _assert_identical(r1: object, r2: object) -> None:
+    from dataclasses import fields
+
+    for f in fields(r1):  # type: ignore[arg-type]
+        x, y = getattr(r1, f.name), getattr(r2, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.mark.parametrize("kind", ["cluster", "strata"])
+def test_board_in_chunks_equals_one_call(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel and the group sums are elementwise over pairs: chunks of 4 change no bit.
+    from monitor.stats import board as board_module
+
+    for x, groups in _boards(1):
+        whole = board(x, groups=groups, group_kind=kind)  # type: ignore[arg-type]
+        monkeypatch.setattr(board_module, "_CHUNK_PAIRS", 4)
+        chunked = board(x, groups=groups, group_kind=kind)  # type: ignore[arg-type]
+        monkeypatch.undo()
+        assert len(whole) == 21
+        _assert_identical(whole, chunked)
+
+
+def test_float32_grams_of_0_1_scores_equal_float64(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0/1 scores: every Gram entry is an integer count, exact in float32 (below 2²⁴ items).
+    from monitor.stats import board as board_module
+
+    wide = board_module._gram
+    for x, groups in _boards(2)[:2]:
+        narrow = board(x, groups=groups)
+        monkeypatch.setattr(board_module, "_gram",
+                            lambda u, v, *, exact32: wide(u, v, exact32=False))
+        assert board_module.board_sums(x).exact32
+        _assert_identical(narrow, board(x, groups=groups))
+        monkeypatch.undo()
+
+
+def test_shared_board_sums_equal_a_board_of_its_own() -> None:
+    from monitor.stats.board import board_sums
+
+    rng = np.random.default_rng(4)
+    for x, groups in _boards(3):
+        a = rng.integers(0, 7, 30)
+        b = (a + rng.integers(1, 7, 30)) % 7
+        sums = board_sums(x, groups=groups)
+        _assert_identical(board(x, pairs=(a, b), groups=groups),
+                          board(x, pairs=(a, b), groups=groups, sums=sums))
+        # without the groups: the same matrices, no design effect
+        _assert_identical(board(x, pairs=(a, b)), board(x, pairs=(a, b), sums=sums))

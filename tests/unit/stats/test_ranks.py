@@ -328,3 +328,115 @@ def test_same_seed_same_sets() -> None:
     two = rank_sets(x, groups=g, covariance="cluster", rng=np.random.default_rng(5))
     assert one.critical_values == two.critical_values
     assert np.array_equal(one.resolved, two.resolved)
+
+
+# --- the stepdown's draws: one pass over the pairs, the same bits as materialising them ----
+
+
+def _materialised_stepdown(t: np.ndarray, z32: np.ndarray, inv: np.ndarray, a: np.ndarray,
+                           b: np.ndarray, alpha: float) -> list[float]:
+    """The stepdown on the whole pairs × draws matrix W = (Z_a − Z_b) · inv, each step's maxima
+    with −∞ added to the hypotheses no longer active (as the rank sets were first computed)."""
+    w = z32[a]
+    w -= z32[b]
+    w *= inv[:, None]
+    up = np.zeros(t.size, dtype=bool)
+    down = np.zeros(t.size, dtype=bool)
+    crit = []
+    while True:
+        off_up = np.where(~up, 0.0, -np.inf).astype(np.float32)[:, None]
+        off_down = np.where(~down, 0.0, -np.inf).astype(np.float32)[:, None]
+        maxima = np.maximum((w + off_up).max(axis=0), (off_down - w).max(axis=0))
+        c = float(np.quantile(maxima, 1.0 - alpha))
+        crit.append(c)
+        new_up, new_down = ~up & (t > c), ~down & (-t > c)
+        if not (new_up.any() or new_down.any()):
+            return crit
+        up |= new_up
+        down |= new_down
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sorted_draws_give_the_materialised_critical_values(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.stats import ranks
+
+    # Bins of 5 pairs: the active sets cut bins, whole bins come from their extremes.
+    monkeypatch.setattr(ranks, "_BIN_PAIRS", 5)
+    rng = np.random.default_rng(seed)
+    m = 12
+    x, groups = _board(rng, ability=tuple(np.sort(rng.normal(0, 0.4, m))[::-1]),
+                       n_clusters=6 if seed % 2 else 0, n_items=800)
+    kind: Covariance = "cluster" if seed % 2 else "iid"
+    cov, _ = means_covariance(x, groups=groups, kind=kind)
+    root = ranks._cov_root(cov)
+    a, b = (v.astype(np.int64) for v in np.triu_indices(m, k=1))
+    # Gaps of both signs, many beyond any critical value (several steps, both directions),
+    # ties, and decisive pairs.
+    t = np.round(rng.uniform(-6.0, 6.0, a.size), 1)
+    t[:3] = [np.inf, -np.inf, 0.0]
+    z32 = ranks._draws(root, a.size, 300, np.random.default_rng(seed), 5.0 if seed % 2 else None)
+    inv = ranks._inverse_sd(root, a, b)
+    draws = ranks._SortedDraws(t, z32, inv, a, b)
+    _, _, crit = ranks._stepdown(t, draws, 0.05, True)
+    assert crit == _materialised_stepdown(t, z32, inv, a, b, 0.05)
+    assert len(crit) >= 2  # some steps beyond the first were compared
+
+
+def test_sorted_draws_extremes_of_every_prefix_and_suffix(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from monitor.stats import ranks
+
+    monkeypatch.setattr(ranks, "_BIN_PAIRS", 4)
+    rng = np.random.default_rng(5)
+    m = 8
+    z32 = rng.normal(size=(m, 50)).astype(np.float32)
+    a, b = (v.astype(np.int64) for v in np.triu_indices(m, k=1))
+    inv = rng.random(a.size).astype(np.float32)
+    t = rng.normal(size=a.size)
+    draws = ranks._SortedDraws(t, z32, inv, a, b)
+    o = np.argsort(t, kind="stable")
+    w = (z32[a[o]] - z32[b[o]]) * inv[o, None]
+    for k in range(a.size + 1):
+        top = w[:k].max(axis=0) if k else np.full(50, -np.inf, dtype=np.float32)
+        bottom = w[k:].min(axis=0) if k < a.size else np.full(50, np.inf, dtype=np.float32)
+        np.testing.assert_array_equal(draws.max_up(k), top)
+        np.testing.assert_array_equal(draws.min_down(k), bottom)
+
+
+def test_inverse_sd_is_the_rowwise_dot_product() -> None:
+    from monitor.stats import ranks
+
+    rng = np.random.default_rng(2)
+    m = 37
+    root = rng.normal(size=(m, m)) * rng.random(m)
+    root[:, 3] = 0.0
+    root[5] = root[6]  # a pair with no variance: 0
+    cases = [np.triu_indices(m, k=1),
+             (np.full(m - 1, 4), np.delete(np.arange(m), 4)),  # one model's family
+             (rng.integers(0, m, 200), rng.integers(0, m, 200))]  # no runs: gathered rows
+    for a, b in cases:
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        var = np.einsum("ij,ij->i", root, root)
+        sd = np.sqrt(np.maximum(var[a] + var[b] - 2.0 * np.einsum("ij,ij->i", root[a], root[b]),
+                                0.0))
+        ok = sd > 1e-9 * np.sqrt(var[a] + var[b])
+        expected = np.where(ok, 1.0 / np.where(ok, sd, 1.0), 0.0).astype(np.float32)
+        np.testing.assert_array_equal(ranks._inverse_sd(root, a, b), expected)
+
+
+def test_rank_sets_read_the_callers_board_sums() -> None:
+    from monitor.stats.board import board_sums
+
+    rng = np.random.default_rng(8)
+    x, groups = _board(rng, ability=(0.6, 0.3, 0.25, 0.0, -0.2), n_clusters=7, missing=0.05)
+    for kind in ("iid", "cluster", "strata"):
+        g = None if kind == "iid" else groups
+        own = rank_sets(x, groups=g, covariance=kind, rng=np.random.default_rng(1))
+        shared = rank_sets(x, groups=g, covariance=kind, rng=np.random.default_rng(1),
+                           sums=board_sums(x, groups=groups))
+        np.testing.assert_array_equal(own.t, shared.t)
+        assert own.critical_values == shared.critical_values
+    with pytest.raises(ValueError, match="sums"):
+        rank_sets(x, groups=groups, covariance="cluster", rng=np.random.default_rng(1),
+                  sums=board_sums(x))
