@@ -17,8 +17,9 @@ import gzip
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
@@ -148,15 +149,57 @@ def _is_jsonl(path: Path) -> bool:
 
 
 class _Columns:
-    """A table as header + column lists of cell text + the file line of each row."""
+    """A table as header + cell text + the file line of each row.
 
-    def __init__(self, header: list[str], columns: list[list[str]], lines: list[int]) -> None:
+    The cells are held as rows (CSV) or as columns (JSONL); a column of a CSV is cut from the
+    rows when asked for, so that a wide table's thousands of model columns are never
+    transposed one by one (:meth:`matrix` reads them row by row).
+    """
+
+    def __init__(self, header: list[str], lines: list[int], *,
+                 columns: list[list[str]] | None = None,
+                 rows: list[list[str]] | None = None) -> None:
         self.header = header
-        self.columns = columns
         self.lines = lines
+        self._columns = {} if columns is None else dict(enumerate(columns))
+        self._rows = [] if rows is None else rows
 
     def get(self, name: str) -> list[str]:
-        return self.columns[self.header.index(name)]
+        j = self.header.index(name)
+        if j not in self._columns:
+            self._columns[j] = list(map(itemgetter(j), self._rows))
+        return self._columns[j]
+
+    def matrix(self, names: Sequence[str], parse: Callable[[str], float | str], *,
+               source: str) -> NDArray[np.float64]:
+        """The (rows × ``names``) matrix of ``parse`` of each cell text, each distinct text
+        parsed once; ``parse`` returns a float or the message of a rejected cell, raised (as
+        :func:`_parse_scores` would, column by column) for the first such cell in ``names``
+        order, then in file order."""
+        rows = self._rows
+        if not rows:
+            return np.column_stack([_parse_cells(self.get(m), parse, lines=self.lines,
+                                                 source=source, field=m) for m in names])
+        where = [self.header.index(m) for m in names]
+
+        def cells() -> Iterator[str]:
+            pick = itemgetter(*where)
+            if len(where) == 1:
+                return (pick(r) for r in rows)
+            return chain.from_iterable(map(pick, rows))
+
+        values = {text: parse(text) for text in set(cells())}
+        bad = {text for text, v in values.items() if isinstance(v, str)}
+        n = len(self.lines) * len(where)
+        if bad:
+            mask = np.fromiter(map(bad.__contains__, cells()), dtype=bool, count=n)
+            mask = mask.reshape(len(self.lines), len(where))
+            j = _first_index(np.asarray(mask.any(axis=0), dtype=bool))
+            row = _first_index(mask[:, j])
+            raise InputError(str(values[self.get(names[j])[row]]), source=source,
+                             line=self.lines[row], field=names[j])
+        flat = np.fromiter(map(values.__getitem__, cells()), dtype=np.float64, count=n)
+        return flat.reshape(len(self.lines), len(where))
 
 
 @contextlib.contextmanager
@@ -207,8 +250,7 @@ def _read_csv_rows(path: Path, source: str) -> _Columns:
         k = next(k for k, r in enumerate(body) if len(r) != width)
         raise InputError(f"expected {width} fields as in the header, found {len(body[k])}",
                          source=source, line=line_of[k + 1])
-    columns = [list(map(itemgetter(j), body)) for j in range(width)]
-    return _Columns(header, columns, line_of[1:])
+    return _Columns(header, line_of[1:], rows=body)
 
 
 def _json_cell(value: Any) -> str:
@@ -251,7 +293,7 @@ def _read_jsonl(path: Path, source: str) -> _Columns:
                 seen.add(key)
                 header.append(str(key))
     columns = [[_json_cell(rec.get(h)) for rec in records] for h in header]
-    return _Columns(header, columns, lines)
+    return _Columns(header, lines, columns=columns)
 
 
 def _check_header(header: list[str], source: str) -> None:
@@ -271,6 +313,58 @@ def _first_index(mask: NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _score_parser(*, na_as_wrong: bool, hint: str = "") -> Callable[[str], float | str]:
+    """Cell text → float score (blank → NaN, absent; NA → 0 or NaN; anything else in [0, 1]),
+    or the message naming why the text is not a score."""
+    def parse(cell: str) -> float | str:
+        # As numpy's fixed-width text, which drops trailing NULs.
+        text = cell.rstrip("\x00")
+        t = text.strip()
+        if t == "":
+            return math.nan
+        if t == NA_TOKEN:
+            return 0.0 if na_as_wrong else math.nan
+        try:
+            v = float(t)
+        except ValueError:
+            return f"score {text!r} is not a number{hint}"
+        if not math.isfinite(v) or v < 0.0 or v > 1.0:
+            return f"score {text!r} is outside [0, 1]{hint}"
+        return v
+
+    return parse
+
+
+def _parse_cells(
+    cells: Sequence[str],
+    parse: Callable[[str], float | str],
+    *,
+    lines: Sequence[int],
+    source: str,
+    field: str,
+) -> NDArray[np.float64]:
+    """Cell text → floats by ``parse``; the first rejected cell in file order is raised."""
+    n = len(cells)
+    if n == 0:
+        return np.empty(0)
+    # Few distinct strings in practice (0/1/NA/blank): parse each distinct one once.
+    uniq, inverse = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    values = np.empty(len(uniq))
+    bad: dict[int, str] = {}
+    for k, text in enumerate(uniq.tolist()):
+        v = parse(text)
+        if isinstance(v, str):
+            bad[k] = v
+        else:
+            values[k] = v
+    if bad:
+        # Name the first offending cell in file order, not in sort order.
+        row = _first_index(np.isin(inverse, list(bad)))
+        raise InputError(bad[int(inverse[row])], source=source, line=lines[row], field=field)
+    return values[inverse]
+
+
 def _parse_scores(
     cells: Sequence[str],
     *,
@@ -281,34 +375,8 @@ def _parse_scores(
     hint: str = "",
 ) -> NDArray[np.float64]:
     """Cell text → float scores: blank → NaN (absent), NA → 0 or NaN; anything else in [0, 1]."""
-    n = len(cells)
-    if n == 0:
-        return np.empty(0)
-    # Few distinct strings in practice (0/1/NA/blank): parse each distinct one once.
-    uniq, inverse = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
-    inverse = inverse.reshape(-1)
-    values = np.empty(len(uniq))
-    bad: dict[int, str] = {}
-    for k, text in enumerate(uniq.tolist()):
-        t = text.strip()
-        if t == "":
-            values[k] = math.nan
-        elif t == NA_TOKEN:
-            values[k] = 0.0 if na_as_wrong else math.nan
-        else:
-            try:
-                v = float(t)
-            except ValueError:
-                bad[k] = f"score {text!r} is not a number{hint}"
-                continue
-            if not math.isfinite(v) or v < 0.0 or v > 1.0:
-                bad[k] = f"score {text!r} is outside [0, 1]{hint}"
-            values[k] = v
-    if bad:
-        # Name the first offending cell in file order, not in sort order.
-        row = _first_index(np.isin(inverse, list(bad)))
-        raise InputError(bad[int(inverse[row])], source=source, line=lines[row], field=field)
-    return values[inverse]
+    return _parse_cells(cells, _score_parser(na_as_wrong=na_as_wrong, hint=hint), lines=lines,
+                        source=source, field=field)
 
 
 def _first_appearance_codes(
@@ -468,11 +536,8 @@ def _read_wide(
     if blank.any():
         raise InputError("empty value", source=source, line=lines[_first_index(blank)], field=idc)
     hint = " (if this column is not a model, name it with --exclude, --cluster-col or --strata-col)"
-    matrix = np.column_stack([
-        _parse_scores(cols.get(m), lines=lines, source=source, field=m,
-                      na_as_wrong=na_as_wrong, hint=hint)
-        for m in model_cols
-    ])
+    matrix = cols.matrix(model_cols, _score_parser(na_as_wrong=na_as_wrong, hint=hint),
+                         source=source)
     item_ids, codes, first_rows = _first_appearance_codes(ids)
     groups = None
     if group_col is not None:

@@ -101,6 +101,8 @@ def test_long_benchmark_filter(tmp_path: Path) -> None:
         ("ragged.csv", "item_id,a,b\ni1,1,0\ni2,1\n", {}, 3, None, "expected 3 fields"),
         ("text.csv", "item_id,a,b\ni1,1,0\ni2,yes,0\n", {}, 3, "a", "not a number"),
         ("range.csv", "item_id,a,b\ni1,1,0\ni2,1,1.5\n", {}, 3, "b", "outside [0, 1]"),
+        # two bad columns: the first model column in header order is named, then its first row
+        ("order.csv", "item_id,a,b\ni1,1,x\ni2,y,0\ni3,z,0\n", {}, 3, "a", "not a number"),
         ("nan.csv", "item_id,a,b\ni1,nan,0\n", {}, 2, "a", "outside [0, 1]"),
         ("inf.csv", "item_id,a,b\ni1,1,0\ni2,inf,0\n", {}, 3, "a", "outside [0, 1]"),
         ("negative.csv", "item_id,a,b\ni1,-0.1,0\n", {}, 2, "a", "outside [0, 1]"),
