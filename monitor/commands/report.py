@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -15,6 +16,12 @@ from rich.text import Text
 from monitor.commands._output import emit
 from monitor.defaults import RANK_SEED
 from monitor.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from monitor.offline.report import ResolutionReport
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.
 HELP = "\n\n".join([
@@ -36,7 +43,14 @@ HELP = "\n\n".join([
     "pairs on the paired covariance of the means (cluster-robust with --cluster-col). TIER: "
     "consecutive groups of the ranking; every model of a tier is resolved above every model "
     "of the tiers below. See docs/ranks.md.",
+    "LARGE FAMILIES: the table shows at most --limit rows (default 100; 0 shows all) — with "
+    "--family all the adjacent pairs of the ranking first — and says how many it leaves out; "
+    "--json always writes every pair.",
 ])
+
+#: Rows of the human table unless --limit says otherwise: a rich table of 44,850 pairs (all
+#: pairs of 300 models) takes minutes to lay out, and no one reads it on a terminal.
+DEFAULT_LIMIT = 100
 
 
 def _fmt(x: Any, spec: str) -> str:
@@ -60,7 +74,7 @@ def _fmt_n(x: Any, *, short: bool = False) -> str:
 def _header_lines(rep: dict[str, Any]) -> list[str]:
     name = rep["benchmark"] or Path(rep["source"]).name
     kind = "0/1 scores, exact McNemar" if rep["binary"] else "scores in [0, 1], paired t"
-    m = len(rep["pairs"])
+    m = rep["verdicts"]["pairs"]
     fam = "adjacent pairs of the ranking" if rep["family"] == "adjacent" else "all pairs"
     corr = rep["correction"]
     sized = (f"N* sized at α/m = {rep['alpha_per_pair']:.3g}" if corr in ("bonferroni", "holm")
@@ -76,7 +90,7 @@ def _header_lines(rep: dict[str, Any]) -> list[str]:
                "stratified variance, DE ≤ 1)")
     return [
         f"{name}: {rep['n_items']:,} items, {rep['n_models']} models, {kind}",
-        f"family: {fam} ({m} pairs) · correction: {corr} ({sized}) · α = {rep['alpha']:g}, "
+        f"family: {fam} ({m:,} pairs) · correction: {corr} ({sized}) · α = {rep['alpha']:g}, "
         f"power = {rep['power']:g}",
         grp,
     ]
@@ -144,7 +158,48 @@ def _rank_sets_line(rep: dict[str, Any]) -> str | None:
             f"{info['tiers']} tiers, {top}")
 
 
-def _human(rep: dict[str, Any]) -> Any:
+def shown_pairs(report: ResolutionReport, limit: int | None) -> NDArray[np.int64]:
+    """The pairs of the human table, at most ``limit`` (None or 0: all, in family order).
+
+    Adjacent family: the pairs of the first ``limit`` models (one row per model). All pairs,
+    when they do not fit: the adjacent pairs of the ranking first (they decide whether the
+    ranking is resolved), then the others in family order.
+    """
+    import numpy as np
+
+    res = report.figures
+    every = np.arange(len(res), dtype=np.int64)
+    if not limit or every.size <= limit:
+        return every
+    if report.family != "adjacent":
+        rank = np.asarray(report.rank, dtype=np.int64)
+        adjacent = rank[res.b] - rank[res.a] == 1
+        every = np.concatenate([every[adjacent][np.argsort(rank[res.a][adjacent])],
+                                every[~adjacent]])
+    return every[:limit]
+
+
+def _models_note(rep: dict[str, Any], limit: int | None) -> str | None:
+    """Say how many models a table of the ranking leaves out, and how to see them."""
+    models = len(rep["ranking"])
+    if not limit or models <= limit:
+        return None
+    return (f"top {limit} of {models:,} models shown; --limit N for more (0: all), --json for "
+            "every pair")
+
+
+def _pairs_note(rep: dict[str, Any]) -> str | None:
+    """Say how many pairs the table of all pairs leaves out, and how to see them."""
+    shown, total = len(rep["pairs"]), rep["verdicts"]["pairs"]
+    if shown >= total:
+        return None
+    return (f"{shown:,} of {total:,} pairs shown, the adjacent pairs of the ranking first; "
+            "--limit N for more (0: all), --json for all")
+
+
+def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
+    """The human report of ``rep``; with ``limit``, at most that many models (adjacent family)
+    or pairs (``rep["pairs"]`` as selected by :func:`shown_pairs`) are drawn."""
     def render(console: Console) -> None:
         if not console.is_terminal:
             # Piped output (files, docs, CI logs) has no width to honour: use a readable one.
@@ -164,13 +219,14 @@ def _human(rep: dict[str, Any]) -> Any:
             _rank_columns(table)
             _pair_columns(table, kind, narrow=narrow)
             pairs = rep["pairs"]
-            for k, entry in enumerate(rep["ranking"]):
+            for k, entry in enumerate(rep["ranking"][:limit or None]):
                 head = [str(entry["rank"]), entry["model"],
                         f"{entry['mean']:.3f}" if narrow else f"{entry['mean']:.4f}",
                         *_rank_cells(entry)]
                 tail = _pair_cells(pairs[k], kind, narrow=narrow) if k < len(pairs) else []
                 table.add_row(*head, *tail)
             table.caption = "pair figures compare each model with the next one down"
+            note = _models_note(rep, limit)
         else:
             table.add_column("A", overflow="fold", ratio=1)
             table.add_column("B", overflow="fold", ratio=1)
@@ -179,21 +235,27 @@ def _human(rep: dict[str, Any]) -> Any:
                 table.add_row(f"{pair['rank_a']}. {pair['model_a']}",
                               f"{pair['rank_b']}. {pair['model_b']}",
                               *_pair_cells(pair, kind, narrow=narrow))
+            note = _pairs_note(rep)
         if kind is not None:
             table.caption = ((table.caption + "; ") if table.caption else "") + (
                 f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
                 "fixed-N only: q ≥ 1 alone")
         console.print(table)
+        if note is not None:
+            console.print(note, highlight=False)
         if rep["family"] != "adjacent" and rep.get("rank_sets") is not None:
             ranks = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
             for name in ("#", "model", "mean"):
                 ranks.add_column(name, justify="left" if name == "model" else "right",
                                  overflow="fold", no_wrap=name != "model")
             _rank_columns(ranks)
-            for entry in rep["ranking"]:
+            for entry in rep["ranking"][:limit or None]:
                 ranks.add_row(str(entry["rank"]), entry["model"], f"{entry['mean']:.4f}",
                               *_rank_cells(entry))
             console.print(ranks)
+            note = _models_note(rep, limit)
+            if note is not None:
+                console.print(note, highlight=False)
         v = rep["verdicts"]
         parts = [f"{v['resolved']} resolved (q ≥ 1)"]
         if kind is not None:
@@ -202,7 +264,7 @@ def _human(rep: dict[str, Any]) -> Any:
             parts.append(f"{v[f'resolved_{kind}']} resolved with {label} ({short} ≥ 1)")
         adj = "unadjusted" if rep["correction"] == "none" else rep["correction"]
         parts.append(f"{v['significant']} significant (*: {adj} p < {rep['alpha']:g})")
-        console.print(f"verdicts ({v['pairs']} pairs): " + " · ".join(parts), highlight=False)
+        console.print(f"verdicts ({v['pairs']:,} pairs): " + " · ".join(parts), highlight=False)
         note = _rank_sets_line(rep)
         if note is not None:
             console.print(note, highlight=False)
@@ -246,6 +308,9 @@ def register(app: typer.Typer) -> None:
         top: Annotated[int | None, typer.Option(
             help="keep only the N best models of the ranking (after --complete-only)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+        limit: Annotated[int, typer.Option(
+            help="rows of the table: models (adjacent family) or pairs (all, the adjacent ones "
+            "first); 0 shows all; --json always has every pair")] = DEFAULT_LIMIT,
         anytime: Annotated[bool, typer.Option(
             "--anytime", help="replay items through the e-processes: anytime-valid verdicts")]
             = False,
@@ -266,6 +331,7 @@ def register(app: typer.Typer) -> None:
             "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]
             = "board",
     ) -> None:
+        from monitor.commands._jsonstream import write_report
         from monitor.io.tables import read_table
         from monitor.offline.report import (
             FAMILIES,
@@ -285,6 +351,8 @@ def register(app: typer.Typer) -> None:
         if correction not in METHODS:
             raise ConfigError(
                 f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
+        if limit < 0:
+            raise ConfigError(f"--limit must be 0 (all) or more, got {limit}")
         table = read_table(file, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
                            exclude=_split(exclude), benchmark=benchmark,
                            na_as_wrong=not na_as_absent)
@@ -300,9 +368,13 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
             if planned_models < 2:
                 raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
-            rep = with_anytime(report, table, order=order, seed=seed,
-                               planned_models=planned_models, rule=anytime_rule).as_dict()
-            fixed = _human(rep)
+            report = with_anytime(report, table, order=order, seed=seed,
+                                  planned_models=planned_models, rule=anytime_rule)
+            if as_json:
+                write_report(sys.stdout, report)
+                return
+            rep = report.as_dict(pairs=shown_pairs(report, limit))
+            fixed = _human(rep, limit=limit)
 
             def human(console: Console) -> None:
                 fixed(console)
@@ -310,10 +382,14 @@ def register(app: typer.Typer) -> None:
                     console = Console(width=max(console.width, 120), highlight=False)
                 _render_anytime(console, rep)
 
-            emit(rep, as_json=as_json, human=human)
+            emit(rep, as_json=False, human=human)
             return
-        rep = report.as_dict()
-        emit(rep, as_json=as_json, human=_human(rep))
+        if as_json:
+            # Streamed: the 499,500 pairs of 1,000 models are ≈ 400 MB of JSON text.
+            write_report(sys.stdout, report)
+            return
+        rep = report.as_dict(pairs=shown_pairs(report, limit))
+        emit(rep, as_json=False, human=_human(rep, limit=limit))
 
 
 def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
@@ -321,10 +397,11 @@ def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
     info = rep["anytime"]
     rule = (f"each pair at its fixed share of α = {info['alpha']:g} (planned for "
             f"{info['planned_models']} models)" if info["rule"] == "board"
-            else f"e-Bonferroni over these {len(rep['pairs'])} pairs")
+            else f"e-Bonferroni over these {rep['verdicts']['pairs']:,} pairs")
     table = Table(
         title=(f"anytime-valid verdicts · order: {info['order']} · {rule} · decided at the "
-               f"first crossing · {info['resolved_anytime']}/{len(rep['pairs'])} resolved")
+               f"first crossing · {info['resolved_anytime']}/{rep['verdicts']['pairs']:,} "
+               "resolved")
     )
     table.add_column("pair", overflow="fold", ratio=1, min_width=20)
     for col in ("n", "E", "1/γ", "CS for δ", "N*_AV", "q_AV", "decided at"):

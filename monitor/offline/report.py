@@ -22,6 +22,7 @@ Definitions (also in ``llm-monitor report --help`` and docs/mmlu-pro-top10.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast
 
@@ -34,7 +35,7 @@ from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board, board_sums
 from monitor.stats.emultiplicity import e_bh
-from monitor.stats.figures import PairFigures
+from monitor.stats.figures import PairFigures, e_of
 from monitor.stats.ranks import METHODS as RANK_METHODS
 from monitor.stats.ranks import Covariance, Method, RankSets, rank_sets
 
@@ -105,8 +106,58 @@ def _check_shared(table: ScoreTable, a: np.ndarray, b: np.ndarray) -> None:
                          "item, so their gap cannot be assessed", source=table.source)
 
 
-def _ceil(x: float) -> float | int:
-    return math.ceil(x) if math.isfinite(x) else math.inf
+def _ceil_array(x: FloatArray) -> FloatArray:
+    """⌈x⌉ of every finite entry and ∞ elsewhere (NaN too), as whole floats: a ``count``
+    column."""
+    return np.where(np.isfinite(x), np.ceil(x), math.inf)
+
+
+ColumnKind = Literal["float", "count", "int", "bool", "str", "null", "any"]
+
+
+@dataclass(frozen=True, eq=False)
+class PairColumn:
+    """One key of the report's pair objects over a run of pairs, all values of one form.
+
+    ``kind`` says how ``values`` become the objects' plain values (:meth:`python`):
+    ``float`` — a float array, as floats (NaN and ±∞ left to the JSON number rule);
+    ``count`` — a float array of whole numbers or ±∞, as ints (∞ stays a float); ``int`` — an
+    int array; ``bool`` — a bool array; ``str`` — a list of strings; ``null`` — None for
+    every pair; ``any`` — a list of plain values. ``present``, when given, marks the pairs
+    whose objects have the key at all.
+    """
+
+    key: str
+    kind: ColumnKind
+    values: Any
+    present: NDArray[np.bool_] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def python(self) -> list[Any]:
+        """The plain value of every pair (also where the key is not present)."""
+        if self.kind == "count":
+            return [int(v) if math.isfinite(v) else v for v in self.values.tolist()]
+        if self.kind in ("float", "int", "bool"):
+            return list(self.values.tolist())
+        return list(self.values)
+
+
+def pair_objects(columns: Sequence[PairColumn]) -> list[dict[str, Any]]:
+    """The pair objects of a run of pairs, keys in the order of ``columns``."""
+    n = len(columns[0]) if columns else 0
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for c in columns:
+        key = c.key
+        if c.present is None:
+            for entry, value in zip(out, c.python(), strict=True):
+                entry[key] = value
+        else:
+            for entry, value, here in zip(out, c.python(), c.present.tolist(), strict=True):
+                if here:
+                    entry[key] = value
+    return out
 
 
 @dataclass(frozen=True)
@@ -151,18 +202,35 @@ class AnytimeReplay:
 
     def pair_fields(self, k: int) -> dict[str, Any]:
         """The anytime keys of pair ``k`` in the report's JSON."""
-        r = self.figures.record(k)
-        n_av = math.inf if r.n_star_anytime is None else r.n_star_anytime
-        return {
-            "e_value": r.e_value, "log_e_value": r.log_e, "cs_low": r.cs_low,
-            "cs_high": r.cs_high, "n_star_anytime": _ceil(n_av), "q_anytime": r.q_anytime,
-            "e_threshold": 1.0 / r.e_alpha,
-            "resolved_anytime": self.first_resolved_at[k] is not None,
-            "anytime_direction": r.decided or 0,
-            "first_resolved_at": self.first_resolved_at[k],
+        return pair_objects(self.pair_columns(np.array([k], dtype=np.int64)))[0]
+
+    def pair_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
+        """The anytime keys of pairs ``idx`` in the report's JSON, column by column."""
+        f = self.figures
+        log_e = f.log_e[idx]
+
+        def opt(key: str, x: FloatArray | None) -> PairColumn:
+            return (PairColumn(key, "null", [None] * idx.size) if x is None
+                    else PairColumn(key, "float", x[idx]))
+
+        first = [self.first_resolved_at[k] for k in idx.tolist()]
+        n_av = (np.full(idx.size, math.inf) if f.n_star_anytime is None
+                else _ceil_array(f.n_star_anytime[idx]))
+        return [
+            PairColumn("e_value", "float", np.array([e_of(v) for v in log_e.tolist()])),
+            PairColumn("log_e_value", "float", log_e),
+            opt("cs_low", f.cs_low), opt("cs_high", f.cs_high),
+            PairColumn("n_star_anytime", "count", n_av),
+            opt("q_anytime", f.q_anytime),
+            PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
+            PairColumn("resolved_anytime", "bool", np.array([x is not None for x in first])),
+            PairColumn("anytime_direction", "int",
+                       np.zeros(idx.size, dtype=np.int64) if f.decided is None
+                       else f.decided[idx].astype(np.int64)),
+            PairColumn("first_resolved_at", "any", first),
             # sampled clusters, asymptotic in the number of clusters: at the end of the table
-            "cs_cluster_low": r.cs_cluster_low, "cs_cluster_high": r.cs_cluster_high,
-        }
+            opt("cs_cluster_low", f.cs_cluster_low), opt("cs_cluster_high", f.cs_cluster_high),
+        ]
 
     def summary(self, binary: bool) -> dict[str, Any]:
         return {
@@ -215,53 +283,70 @@ class ResolutionReport:
         """Family-adjusted p < α."""
         return self.p_adjusted < self.alpha
 
-    def pair_dicts(self, ks: list[int] | None = None) -> list[dict[str, Any]]:
-        """The JSON objects of pairs ``ks`` (default all), built column by column."""
+    def pair_columns(self, ks: Sequence[int] | NDArray[np.int64] | None = None
+                     ) -> list[PairColumn]:
+        """The keys of the JSON objects of pairs ``ks`` (default all), column by column, in
+        the objects' key order — the one definition of every pair key of the report."""
         res = self.figures
         idx = np.arange(len(res)) if ks is None else np.asarray(ks, dtype=np.int64)
 
-        def col(x: Any) -> list[Any]:
-            return np.asarray(x)[idx].tolist()
+        def col(key: str, x: FloatArray) -> PairColumn:
+            return PairColumn(key, "float", np.asarray(x)[idx])
 
-        n, n_star, q = col(res.n), col(res.n_star), col(res.q)
-        p_adj = col(self.p_adjusted)
-        columns = {
-            "mean_a": col(res.mean_a), "mean_b": col(res.mean_b), "delta": col(res.delta),
-            "sigma_d2": col(res.sigma_d2), "rho": col(res.rho), "mde": col(res.mde),
-            "p_value": col(res.p_value),
-        }
-        binary = col(res.binary)
-        cells = [col(np.rint(c).astype(np.int64)) for c in (res.n11, res.n10, res.n01, res.n00)]
-        de = None if res.design_effect is None else col(res.design_effect)
-        qg = None if res.q_grouped is None else col(res.q_grouped)
-        a_idx, b_idx = col(res.a), col(res.b)
-        out = []
-        for j, k in enumerate(idx.tolist()):
-            ia, ib = a_idx[j], b_idx[j]
-            entry: dict[str, Any] = {
-                "model_a": self.models[ia], "model_b": self.models[ib],
-                "rank_a": self.rank[ia], "rank_b": self.rank[ib], "n": round(n[j]),
-                **{key: values[j] for key, values in columns.items() if key != "p_value"},
-                "n_star": _ceil(n_star[j]), "n_star_exact": n_star[j], "q": q[j],
-                "design_effect": None, "n_star_cluster": None, "q_cluster": None,
-                "q_strata": None, "p_value": columns["p_value"][j], "p_adjusted": p_adj[j],
-                "resolved": q[j] >= 1.0, "resolved_cluster": None, "resolved_strata": None,
-                "significant": p_adj[j] < self.alpha,
-            }
-            if binary[j]:
-                entry.update(n11=cells[0][j], n10=cells[1][j], n01=cells[2][j], n00=cells[3][j])
-            if de is not None and qg is not None:
-                entry["design_effect"] = de[j]
-                if res.group_kind == "cluster":
-                    # N*_cluster = N* · max(DE · G/(G − 1), 1) = n / q_cluster
-                    entry.update(n_star_cluster=_ceil(n[j] / qg[j]) if qg[j] > 0 else math.inf,
-                                 q_cluster=qg[j], resolved_cluster=qg[j] >= 1.0)
-                else:
-                    entry.update(q_strata=qg[j], resolved_strata=qg[j] >= 1.0)
-            if self.anytime is not None:
-                entry.update(self.anytime.pair_fields(k))
-            out.append(entry)
+        def null(key: str) -> PairColumn:
+            return PairColumn(key, "null", [None] * idx.size)
+
+        n, q, p_adj = res.n[idx], res.q[idx], self.p_adjusted[idx]
+        names = np.asarray(self.models, dtype=object)
+        rank = np.asarray(self.rank, dtype=np.int64)
+        a, b = res.a[idx], res.b[idx]
+        out = [
+            PairColumn("model_a", "str", names[a].tolist()),
+            PairColumn("model_b", "str", names[b].tolist()),
+            PairColumn("rank_a", "int", rank[a]), PairColumn("rank_b", "int", rank[b]),
+            PairColumn("n", "count", np.rint(n)),
+            col("mean_a", res.mean_a), col("mean_b", res.mean_b), col("delta", res.delta),
+            col("sigma_d2", res.sigma_d2), col("rho", res.rho), col("mde", res.mde),
+            PairColumn("n_star", "count", _ceil_array(res.n_star[idx])),
+            col("n_star_exact", res.n_star), PairColumn("q", "float", q),
+        ]
+        de, qg = res.design_effect, res.q_grouped
+        cluster = de is not None and qg is not None and res.group_kind == "cluster"
+        strata = de is not None and qg is not None and res.group_kind != "cluster"
+        if de is not None and qg is not None:
+            g = qg[idx]
+            out.append(col("design_effect", de))
+        else:
+            g = np.zeros(0)
+            out.append(null("design_effect"))
+        if cluster:
+            # N*_cluster = N* · max(DE · G/(G − 1), 1) = n / q_cluster
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                n_cl = np.where(g > 0, _ceil_array(n / np.where(g > 0, g, 1.0)), math.inf)
+            out += [PairColumn("n_star_cluster", "count", n_cl),
+                    PairColumn("q_cluster", "float", g)]
+        else:
+            out += [null("n_star_cluster"), null("q_cluster")]
+        out += [PairColumn("q_strata", "float", g) if strata else null("q_strata"),
+                col("p_value", res.p_value), PairColumn("p_adjusted", "float", p_adj),
+                PairColumn("resolved", "bool", q >= 1.0),
+                PairColumn("resolved_cluster", "bool", g >= 1.0) if cluster
+                else null("resolved_cluster"),
+                PairColumn("resolved_strata", "bool", g >= 1.0) if strata
+                else null("resolved_strata"),
+                PairColumn("significant", "bool", p_adj < self.alpha)]
+        binary = res.binary[idx]
+        out += [PairColumn(key, "count", np.rint(c[idx]), present=binary)
+                for key, c in (("n11", res.n11), ("n10", res.n10), ("n01", res.n01),
+                               ("n00", res.n00))]
+        if self.anytime is not None:
+            out += self.anytime.pair_columns(idx)
         return out
+
+    def pair_dicts(self, ks: Sequence[int] | NDArray[np.int64] | None = None
+                   ) -> list[dict[str, Any]]:
+        """The JSON objects of pairs ``ks`` (default all)."""
+        return pair_objects(self.pair_columns(ks))
 
     def _rank_entry(self, entry: RankEntry) -> dict[str, Any]:
         out = asdict(entry)
@@ -270,8 +355,10 @@ class ResolutionReport:
             out.update(anytime_rank_low=low, anytime_rank_high=high, anytime_tier=tier)
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        """The report as plain JSON-able values (the ``--json`` contract)."""
+    def as_dict(self, *, pairs: Sequence[int] | NDArray[np.int64] | None = None
+                ) -> dict[str, Any]:
+        """The report as plain JSON-able values (the ``--json`` contract); ``pairs`` holds the
+        objects of the pairs ``pairs`` (default all — ``verdicts`` always counts all)."""
         res = self.figures
         kind = res.group_kind
         grouped = res.resolved_grouped()
@@ -291,7 +378,7 @@ class ResolutionReport:
             "groups": None if kind is None else {
                 "kind": kind, "column": self.group_column, "n_groups": res.n_groups},
             "ranking": [self._rank_entry(e) for e in self.ranking],
-            "pairs": self.pair_dicts(),
+            "pairs": self.pair_dicts(pairs),
             "verdicts": verdicts,
         }
         if self.selection is not None:

@@ -1,0 +1,131 @@
+"""report --json streamed in chunks of pairs equals the whole document dumped at once; the
+human table of a large family shows --limit rows and says what it leaves out."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.cli import main
+from monitor.commands._jsonstream import render_objects, write_report
+from monitor.contracts import jsonable
+from monitor.io.tables import ScoreTable
+from monitor.offline.replay import with_anytime
+from monitor.offline.report import PairColumn, ResolutionReport, build_report, pair_objects
+
+
+def _table(seed: int, *, k: int = 9, n: int = 700, graded: bool = False, missing: float = 0.0,
+           kind: str | None = "cluster") -> ScoreTable:
+    rng = np.random.default_rng(seed)
+    ability = np.linspace(1.0, -0.6, k)
+    p = 1 / (1 + np.exp(-(ability[None, :] - rng.normal(0, 1.2, (n, 1)))))
+    x = np.asarray(np.round(np.clip(p + rng.normal(0, 0.15, p.shape), 0, 1), 2) if graded
+                   else (rng.random(p.shape) < p), dtype=np.float64)
+    x[:, 3] = x[:, 2]  # identical models: δ̂ = 0, N* = ∞, ρ̂ = 1
+    if missing:
+        x[rng.random(x.shape) < missing] = np.nan
+    groups = rng.choice(np.array([f"c{j}" for j in range(8)]), size=n)
+    return ScoreTable(source="t.csv", benchmark="b", item_ids=np.arange(n).astype(str),
+                      models=tuple(f"m{j}é\"" for j in range(k)), scores=x,
+                      groups=None if kind is None else groups,
+                      group_kind=kind, group_col=None if kind is None else "g")  # type: ignore[arg-type]
+
+
+def _reports() -> list[ResolutionReport]:
+    out = [
+        build_report(_table(0), family="all", rank_method="simultaneous"),
+        build_report(_table(1, graded=True, missing=0.05, kind="strata"), family="all",
+                     correction="bh", rank_method="simultaneous"),
+        build_report(_table(2, missing=0.05, kind=None), family="adjacent"),
+    ]
+    t = _table(3)
+    out.append(with_anytime(build_report(t, family="all"), t, order="shuffle", seed=1))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 14])
+def test_streamed_json_equals_the_whole_document(chunk: int) -> None:
+    for report in _reports():
+        whole = json.dumps(jsonable(report.as_dict()), indent=2, allow_nan=False) + "\n"
+        out = io.StringIO()
+        write_report(out, report, chunk_pairs=chunk)
+        assert out.getvalue() == whole
+        assert json.loads(whole)["pairs"]  # a document with pairs, not an empty list
+
+
+def test_json_edge_values_and_keys_only_some_objects_have() -> None:
+    # Non-finite numbers by the wire rule, whole numbers beyond int64, strings needing escapes,
+    # keys present in some objects only, objects with no key at all.
+    present = np.array([True, False, True, False])
+    columns = [
+        PairColumn("first", "float", np.array([0.5, -0.0, math.inf, math.nan]), present),
+        PairColumn("count", "count", np.array([3.0, 1e30, math.inf, -math.inf])),
+        PairColumn("name", "str", ["a", "é\"\n", "a", "b"], ~present),
+        PairColumn("flag", "bool", np.array([True, False, True, True]), present),
+        PairColumn("none", "null", [None] * 4, np.zeros(4, dtype=bool)),
+        PairColumn("any", "any", [None, 3, "x", 2.5]),
+    ]
+    objects = pair_objects(columns)
+    assert objects[0] == {"first": 0.5, "count": 3, "flag": True, "any": None}
+    assert objects[1] == {"count": 10**30 + 19884624838656, "name": "é\"\n", "any": 3}
+    whole = json.dumps(jsonable({"pairs": objects}), indent=2, allow_nan=False)
+    text = render_objects(columns, indent=4)
+    assert whole == '{\n  "pairs": [\n' + text + "\n  ]\n}"
+    empty = [PairColumn("k", "int", np.array([1, 2]), np.zeros(2, dtype=bool))]
+    assert (json.dumps({"pairs": [{}, {}]}, indent=2)
+            == '{\n  "pairs": [\n' + render_objects(empty, indent=4) + "\n  ]\n}")
+
+
+def _csv(path: Path, report_table: ScoreTable) -> Path:
+    x = report_table.scores
+    lines = ["item_id,grp," + ",".join(f"m{j}" for j in range(x.shape[1]))]
+    assert report_table.groups is not None
+    for i in range(x.shape[0]):
+        lines.append(f"i{i},{report_table.groups[i]}," + ",".join(f"{v:g}" for v in x[i]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_json_is_the_whole_document(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = _csv(tmp_path / "t.csv", _table(4, k=12))
+    assert main(["report", str(path), "--cluster-col", "grp", "--family", "all", "--json"]) == 0
+    out = capsys.readouterr().out
+    from monitor.io.tables import read_table
+
+    rep = build_report(read_table(path, cluster_col="grp"), family="all",
+                       selection={"complete_only": False, "top": None},
+                       rank_method="simultaneous")
+    assert out == json.dumps(jsonable(rep.as_dict()), indent=2, allow_nan=False) + "\n"
+    assert len(json.loads(out)["pairs"]) == 66
+
+
+def test_human_table_of_a_large_family_is_limited_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _csv(tmp_path / "t.csv", _table(5, k=12))
+    assert main(["report", str(path), "--cluster-col", "grp", "--family", "all",
+                 "--limit", "5"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit() and " m" in line]
+    pair_rows = [r for r in rows if r.count(". m") == 2]
+    # the five shown are the adjacent pairs of the ranking, in rank order
+    assert [r.split()[0] + r.split()[2] for r in pair_rows] == ["1.2.", "2.3.", "3.4.", "4.5.",
+                                                                "5.6."]
+    assert "5 of 66 pairs shown, the adjacent pairs of the ranking first" in out
+    assert "top 5 of 12 models shown" in out
+    assert "verdicts (66 pairs)" in out
+    # --limit 0: every pair, in family order, and no note
+    assert main(["report", str(path), "--cluster-col", "grp", "--family", "all",
+                 "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.count(". m") == 2 for line in out.splitlines()) == 66
+    assert "shown" not in out
+    # the adjacent family: one row per model, the first --limit models
+    assert main(["report", str(path), "--cluster-col", "grp", "--limit", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "top 4 of 12 models shown" in out and "verdicts (11 pairs)" in out
