@@ -36,6 +36,10 @@ class CoreConfig:
     per_pair_series
         Which pairs get per-pair Prometheus series: ``"adjacent"`` (default, bounded
         cardinality) or ``"all"``.
+    pair_series_limit
+        At most this many pairs per benchmark get per-pair series, from the top of the
+        ranking (a board of thousands of models would otherwise export tens of thousands of
+        series per scrape); every pair stays readable over the HTTP API.
     exclude_flags
         Items carrying any of these flags are excluded from resolution (empty: off).
     """
@@ -46,6 +50,7 @@ class CoreConfig:
     family: Family = "adjacent"
     correction: str = "bonferroni"
     per_pair_series: Family = "adjacent"
+    pair_series_limit: int = 1000
     exclude_flags: tuple[str, ...] = ("leak-suspect",)
 
     def __post_init__(self) -> None:
@@ -61,6 +66,9 @@ class CoreConfig:
             raise ValueError(
                 f"`per_pair_series` must be 'adjacent' or 'all', got {self.per_pair_series!r}"
             )
+        if not (isinstance(self.pair_series_limit, int) and self.pair_series_limit >= 0):
+            raise ValueError("`pair_series_limit` must be an integer ≥ 0, got "
+                             f"{self.pair_series_limit!r}")
         if self.correction not in METHODS:
             raise ValueError(
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"

@@ -436,19 +436,22 @@ class Monitor:
             "pairs": [v.as_dict() for v in t.views(t.adjacent())],
         }
 
-    def pair_views(self, benchmark: str, which: str = "adjacent") -> list[PairView]:
+    def pair_views(self, benchmark: str, which: str = "adjacent", *,
+                   limit: int | None = None) -> list[PairView]:
         """The adjacent pairs (``which="adjacent"``) or all pairs (``"all"``), higher ranked
-        first, with their verdicts and kernel figures."""
+        first (the first ``limit``), with their verdicts and kernel figures."""
         if which not in ("adjacent", "all"):
             raise ValueError(f"`which` must be 'adjacent' or 'all', got {which!r}")
         t = self._current(self._state(benchmark))
         if t is None:
             return []
-        return t.views(t.adjacent() if which == "adjacent" else t.all_pairs())
+        pairs = t.adjacent()[:limit] if which == "adjacent" else t.all_pairs(limit)
+        return t.views(pairs)
 
-    def pairs(self, benchmark: str, which: str = "adjacent") -> list[dict[str, Any]]:
+    def pairs(self, benchmark: str, which: str = "adjacent", *,
+              limit: int | None = None) -> list[dict[str, Any]]:
         """:meth:`pair_views` as the HTTP API's plain dicts."""
-        return [v.as_dict() for v in self.pair_views(benchmark, which)]
+        return [v.as_dict() for v in self.pair_views(benchmark, which, limit=limit)]
 
     def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
         """Every stored ``original`` score of ``benchmark`` by (item_id, model)."""

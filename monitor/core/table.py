@@ -7,6 +7,7 @@ millions of pairs, and nobody reads them all at once. Entry [a, b] is model a ag
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,6 +112,8 @@ class PairTable:
         default_factory=dict, compare=False, repr=False
     )
     _all: list[PairFigures] = field(default_factory=list, compare=False, repr=False)
+    _ranks: list[tuple[list[int], list[int], list[int]]] = field(
+        default_factory=list, compare=False, repr=False)
 
     def all_figures(self) -> PairFigures:
         """The kernel's figures of every ordered pair (flat a · k + b), without the intervals
@@ -142,14 +145,11 @@ class PairTable:
         """Adjacent pairs (higher ranked, lower ranked) of the ranking."""
         return list(zip(self.order[:-1], self.order[1:], strict=True))
 
-    def followed(self, family: str) -> list[tuple[int, int]]:
-        """The pairs read together: the adjacent ones, or every pair (``family="all"``)."""
-        return self.adjacent() if family == "adjacent" else self.all_pairs()
-
-    def all_pairs(self) -> list[tuple[int, int]]:
-        """Every pair of active models, the higher ranked first."""
+    def all_pairs(self, limit: int | None = None) -> list[tuple[int, int]]:
+        """Every pair of active models (the first ``limit``), the higher ranked first."""
         o = self.order
-        return [(o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o))]
+        pairs = ((o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o)))
+        return list(itertools.islice(pairs, limit))
 
     def resolved(self) -> bool:
         """Every adjacent pair resolved in the ranking's direction (and at least two models)."""
@@ -164,14 +164,18 @@ class PairTable:
         """Anytime rank sets and tiers of the ranked models (in ``order``), from the decisions:
         rank_low = 1 + #models resolved above, rank_high = M − #models resolved below, and the
         tiers of :func:`monitor.stats.ranks.tiers`. Valid whenever the decisions are (the
-        board's one guarantee), so for a fixed set of models they only ever shrink."""
-        o = np.asarray(self.order, dtype=np.int64)
-        if o.size == 0:
-            return [], [], []
-        resolved = self.code[np.ix_(o, o)] == 1
-        low, high = rank_sets_from_resolved(resolved)
-        tier = tiers(np.arange(o.size), resolved)
-        return low.tolist(), high.tolist(), tier.tolist()
+        board's one guarantee), so for a fixed set of models they only ever shrink. Cached."""
+        if not self._ranks:
+            o = np.asarray(self.order, dtype=np.int64)
+            if o.size == 0:
+                self._ranks.append(([], [], []))
+            else:
+                resolved = self.code[np.ix_(o, o)] == 1
+                low, high = rank_sets_from_resolved(resolved)
+                tier = tiers(np.arange(o.size), resolved)
+                self._ranks.append((low.tolist(), high.tolist(), tier.tolist()))
+        low_, high_, tier_ = self._ranks[0]
+        return list(low_), list(high_), list(tier_)
 
     def top_resolved(self) -> bool:
         """The leader is resolved above every other ranked model."""

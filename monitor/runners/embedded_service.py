@@ -124,11 +124,12 @@ def _stderr(msg: str) -> None:
 def config_key(config: CoreConfig) -> str:
     """The monitor core options as a canonical text: a snapshot is used only under the same.
 
-    ``per_pair_series`` is left out: it only chooses the metrics series read at scrape time,
-    and a loaded monitor takes the current options.
+    ``per_pair_series`` and ``pair_series_limit`` are left out: they only choose the metrics
+    series read at scrape time, and a loaded monitor takes the current options.
     """
     options = dataclasses.asdict(config)
     options.pop("per_pair_series")
+    options.pop("pair_series_limit")
     return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 

@@ -158,6 +158,8 @@ class Settings(BaseSettings):
     # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
     correction: str = "bonferroni"
     per_pair_series: Literal["adjacent", "all"] = "adjacent"
+    # At most this many pairs per benchmark get per-pair metrics series (top of the ranking).
+    pair_series_limit: int = Field(default=1000, ge=0)
     # Items carrying any of these flags are excluded from resolution; a comma-separated list
     # in the environment (LLM_MONITOR_EXCLUDE_FLAGS=leak-suspect,canary).
     exclude_flags: Annotated[tuple[str, ...], NoDecode] = ("leak-suspect",)
@@ -281,6 +283,7 @@ class Settings(BaseSettings):
         return CoreConfig(alpha=self.alpha, power=self.power,
                           planned_models=self.planned_models, family=self.family,
                           correction=self.correction, per_pair_series=self.per_pair_series,
+                          pair_series_limit=self.pair_series_limit,
                           exclude_flags=self.effective_exclude_flags)
 
     @property

@@ -145,7 +145,8 @@ class MonitorCollector(Collector):
     """Per-pair and per-ranking gauges built at scrape time from ``monitor``'s state.
 
     Per-pair series cover the adjacent pairs of each ranking (``model_a`` ranked above
-    ``model_b``) unless the monitor's ``per_pair_series`` is ``"all"`` or ``which`` says so.
+    ``model_b``) unless the monitor's ``per_pair_series`` is ``"all"`` or ``which`` says so,
+    at most ``pair_series_limit`` of them from the top of the ranking.
     """
 
     def __init__(self, monitor: Monitor, *, which: str | None = None) -> None:
@@ -237,7 +238,8 @@ class MonitorCollector(Collector):
             for r, i in enumerate(table.order):
                 rank_low.add_metric([bench, table.models[i]], float(low[r]))
                 rank_high.add_metric([bench, table.models[i]], float(high[r]))
-            for view in self.monitor.pair_views(bench, self.which):
+            for view in self.monitor.pair_views(bench, self.which,
+                                                limit=self.monitor.config.pair_series_limit):
                 fig = view.figures
                 labels = [bench, view.model_a, view.model_b]
                 items.add_metric(labels, float(fig.n))
