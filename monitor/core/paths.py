@@ -181,11 +181,15 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         ev = ev_order[lo_e:hi_e]  # c's results, in event order
         r = rows[ev]
         x_j = st.X[r[:, None], partners]
-        # The partner has the item before the result: stored before the run, or earlier in it.
-        key = r[:, None] * cap + partners
-        pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
-        when = np.where(keys[pos] == key, key_order[pos], -1)  # −1: stored before the run
-        mask = ~np.isnan(x_j) & (when < ev[:, None])
+        # The partner has the item before the result: stored before the run, or earlier in it
+        # (only partners with results in the run can have the latter).
+        mask = ~np.isnan(x_j)
+        also = np.flatnonzero(np.isin(partners, touched))
+        if also.size:
+            key = r[:, None] * cap + partners[also]
+            pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+            when = np.where(keys[pos] == key, key_order[pos], -1)  # −1: before the run
+            mask[:, also] &= when < ev[:, None]
         pj, ti = np.nonzero(mask.T)  # pair-major, each pair's items in event order
         x_c, x_p = scores[ev[ti]], x_j[ti, pj]
         first = c < partners[pj]

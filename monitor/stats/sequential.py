@@ -291,10 +291,9 @@ def advance(
 
     # A McNemar pair meeting its first score other than 0/1 freezes its e-value just before
     # that item and continues with the bounded mixture: items from there on read the new
-    # segment.
+    # segment. Only undecided pairs can cross, and a McNemar segment only moves at discordant
+    # items: the state is read at those items only.
     kind = paths.kind[g]
-    seg_n, seg_s, seg_v = paths.start_n[g], paths.start_s[g], paths.start_v[g]
-    seg_lp, seg_lm = paths.start_log_plus[g], paths.start_log_minus[g]
     hit_mc = (kind == MCNEMAR) & nb
     if hit_mc.any():
         hit = np.flatnonzero(hit_mc)
@@ -306,6 +305,8 @@ def advance(
                              start_v=paths.start_v[pairs_hit],
                              start_log_plus=paths.start_log_plus[pairs_hit],
                              start_log_minus=paths.start_log_minus[pairs_hit])
+        seg_before = [paths.start_n[g], paths.start_s[g], paths.start_v[g],
+                      paths.start_log_plus[g], paths.start_log_minus[g]]
         paths.restart(pairs_hit, frozen, prev_n, prev_s, prev_v)
         paths.kind[pairs_hit] = BOUNDED
         # items of those pairs at or after the switch read the new segment
@@ -313,34 +314,36 @@ def advance(
         switch_at[pairs_hit] = n[at]
         after = n >= switch_at[g]
         kind = np.where(after, BOUNDED, kind)
-        seg_n = np.where(after, paths.start_n[g], seg_n)
-        seg_s = np.where(after, paths.start_s[g], seg_s)
-        seg_v = np.where(after, paths.start_v[g], seg_v)
-        seg_lp = np.where(after, paths.start_log_plus[g], seg_lp)
-        seg_lm = np.where(after, paths.start_log_minus[g], seg_lm)
-
-    # Only undecided pairs can cross, and a McNemar segment only moves at discordant items.
-    undecided = (paths.decided[g] == 0) & ~((kind == MCNEMAR) & (dd == 0.0))
-    if not undecided.any():
+        sel = np.flatnonzero((paths.decided[g] == 0) & ~((kind == MCNEMAR) & (dd == 0.0)))
+        gs = g[sel]
+        seg = [np.where(after[sel], now[gs], was[sel]) for now, was in zip(
+            (paths.start_n, paths.start_s, paths.start_v, paths.start_log_plus,
+             paths.start_log_minus), seg_before, strict=True)]
+    else:
+        sel = np.flatnonzero(~((kind == MCNEMAR) & (dd == 0.0)))
+        sel = sel[paths.decided[g[sel]] == 0]
+        gs = g[sel]
+        seg = [paths.start_n[gs], paths.start_s[gs], paths.start_v[gs],
+               paths.start_log_plus[gs], paths.start_log_minus[gs]]
+    if sel.size == 0:
         return np.zeros(0, dtype=np.int64)
-    sel = np.flatnonzero(undecided)
-    gs = g[sel]
     # Each direction is decided by its own one-sided e-process at level γ/2: E₊ is a
     # supermartingale whenever the first model is not better, E₋ whenever the second is
     # not, so a false or wrong-direction decision has probability ≤ γ — across segments too.
     side_thr = log_threshold[gs] + _LOG2
-    crossed = _crossed(kind[sel], n[sel], s[sel], v[sel], seg_n[sel], seg_s[sel], seg_v[sel],
-                       seg_lp[sel], seg_lm[sel], side_thr)
+    ks, ns, ss, vs = kind[sel], n[sel], s[sel], v[sel]
+    crossed = _crossed(ks, ns, ss, vs, *seg, side_thr)
     if not crossed.any():
         return np.zeros(0, dtype=np.int64)
-    hit = sel[crossed]
-    first = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]
-    plus, minus = log_e_sides(kind[first], n[first], s[first], v[first], start_n=seg_n[first],
-                              start_s=seg_s[first], start_v=seg_v[first],
-                              start_log_plus=seg_lp[first], start_log_minus=seg_lm[first])
-    decided = g[first]
+    hit = np.flatnonzero(crossed)
+    first = hit[np.r_[True, gs[hit][1:] != gs[hit][:-1]]]  # positions in sel
+    plus, minus = log_e_sides(ks[first], ns[first], ss[first], vs[first],
+                              start_n=seg[0][first], start_s=seg[1][first],
+                              start_v=seg[2][first], start_log_plus=seg[3][first],
+                              start_log_minus=seg[4][first])
+    decided = gs[first]
     paths.decided[decided] = np.where(plus >= minus, 1, -1).astype(np.int8)
-    paths.decided_n[decided] = n[first]
+    paths.decided_n[decided] = ns[first]
     paths.decided_log_e[decided] = np.logaddexp(plus, minus) - _LOG2
     return decided
 
