@@ -12,15 +12,17 @@ size, three times the history". In each, a snapshot covers all but the last ``TA
 after the last snapshot).
 
 Ours: ``llm-monitor run`` on the database: the snapshot loaded, the tail replayed. Peer, in the
-same run: the same database with its snapshots removed — today's full replay of every stored
+same run: the same database with its snapshots removed — the full replay of every stored
 result (what every restart did before snapshots). Timed from ``Popen`` to the first ``200`` on
-``/healthz`` (the server listens only once the state is rebuilt); ``--snapshot-every 0
---snapshot-interval 0`` so that no run writes to the database. Also printed: the floor (an
-empty database: interpreter and imports), the server's own split of the rebuild, its peak RSS,
-and a profile of the 3 M snapshot restart in-process.
+``/healthz`` (the server listens only once the state is rebuilt), each start on a fresh copy of
+the database, ``--snapshot-every 0 --snapshot-interval 0``. Also printed: the floor (an empty
+database: interpreter and imports), the server's own split of the rebuild, its peak RSS, the
+rebuild alone in-process with the imports warm (the part that depends on the database), the
+decoding cost of stored rows by four methods, and a profile of the 3 M snapshot rebuild.
 
 Run: ``.venv/bin/python -m bench.bench_restart`` (``--workdir DIR`` keeps the built databases
-for another run; ``--repeat N`` times each snapshot start N times, median shown).
+for another run; ``--repeat N`` starts of the floor and of each snapshot database, in turn,
+medians shown).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import re
 import shutil
 import socket
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -206,6 +207,41 @@ def _split(log: str) -> str:
             f"{float(m[5]):.2f} s, evaluate + reconcile {float(m[6]):.2f} s")
 
 
+def _median_run(runs: list[tuple[float, float, str]]) -> tuple[float, float, str]:
+    return sorted(runs, key=lambda r: r[0])[len(runs) // 2]
+
+
+def _listed(runs: list[tuple[float, float, str]]) -> str:
+    return ", ".join(f"{r[0]:.2f}" for r in runs)
+
+
+def rebuild_warm(db: Path, scratch: Path, repeat: int) -> str:
+    """The state rebuild alone, in this process, after the imports it needs are done: what a
+    restart costs beyond starting Python (the median run, with the server's own split)."""
+    import scipy.stats  # noqa: F401  (a first change event's figures import it: warm here)
+    from prometheus_client import CollectorRegistry
+
+    from monitor.runners.embedded_service import EmbeddedService
+    from monitor.runners.settings import Settings
+
+    runs = []
+    for _ in range(repeat):
+        work = scratch / "warm.db"
+        for p in scratch.glob("warm.db*"):
+            p.unlink()
+        shutil.copy(db, work)
+        lines: list[str] = []
+        t0 = time.perf_counter()
+        svc = EmbeddedService(Settings(db=work, snapshot_every=0, snapshot_interval=0.0,
+                                       view=False),
+                              registry=CollectorRegistry(), log=lines.append)
+        took = time.perf_counter() - t0
+        svc.close()
+        runs.append((took, 0.0, "\n".join(lines)))
+    took, _, log = _median_run(runs)
+    return f"{took:.2f} s ({_listed(runs)}; {_split(log)})"
+
+
 def profile_snapshot_start(db: Path, scratch: Path) -> None:
     """cProfile of the rebuild (EmbeddedService construction) on a copy of ``db``."""
     from prometheus_client import CollectorRegistry
@@ -270,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--workdir", type=Path, default=None,
                     help="keep the built databases here (reused when the parameters match)")
-    ap.add_argument("--repeat", type=int, default=3, help="starts per snapshot database")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="starts per snapshot database (and of the floor), in turn")
     ap.add_argument("--no-profile", action="store_true", help="skip the in-process profile")
     args = ap.parse_args(argv)
     tmp = None
@@ -290,37 +327,44 @@ def main(argv: list[str] | None = None) -> int:
         empty = scratch / "empty.db"
         empty.unlink(missing_ok=True)
         sqlite3.connect(empty).close()
-        floor, rss, _ = start_once(empty, scratch)
-        print(f"floor: empty database, start → /healthz {floor:.2f} s (peak RSS {rss:.0f} MB)")
         results: dict[tuple[str, int], float] = {}
         for n in SIZES:
             took, rss, log = start_once(paths[("full", n)], scratch)
             results[("full", n)] = took
             print(f"peer {n // 1_000_000} M stored (full replay, no snapshot): start → /healthz "
                   f"{took:.2f} s (peak RSS {rss:.0f} MB; {_split(log)})", flush=True)
-            times, logs = [], []
-            for _ in range(args.repeat):
-                took, rss, log = start_once(paths[("snapshot", n)], scratch)
-                times.append(took)
-                logs.append(log)
-            med = statistics.median(times)
-            results[("snapshot", n)] = med
+        # The floor and the snapshot starts in turn, so that load falls on all alike.
+        runs: dict[str, list[tuple[float, float, str]]] = {"floor": []}
+        for _ in range(args.repeat):
+            runs["floor"].append(start_once(empty, scratch))
+            for n in SIZES:
+                runs.setdefault(f"snapshot {n}", []).append(
+                    start_once(paths[("snapshot", n)], scratch))
+        floor, rss, _ = _median_run(runs["floor"])
+        print(f"floor: empty database, start → /healthz {floor:.2f} s median of "
+              f"{args.repeat} ({_listed(runs['floor'])}; peak RSS {rss:.0f} MB)")
+        for n in SIZES:
+            took, rss, log = _median_run(runs[f"snapshot {n}"])
+            results[("snapshot", n)] = took
             print(f"ours {n // 1_000_000} M stored (snapshot + {TAIL:,}-result tail): start → "
-                  f"/healthz {med:.2f} s median of {len(times)} "
-                  f"({', '.join(f'{t:.2f}' for t in times)}; peak RSS {rss:.0f} MB; "
-                  f"{_split(logs[times.index(med)] if med in times else logs[-1])})", flush=True)
+                  f"/healthz {took:.2f} s median of {args.repeat} "
+                  f"({_listed(runs[f'snapshot {n}'])}; peak RSS {rss:.0f} MB; {_split(log)})",
+                  flush=True)
         for n in SIZES:
             print(f"ratio at {n // 1_000_000} M: full replay / snapshot + tail = "
                   f"{results[('full', n)] / results[('snapshot', n)]:.1f}x")
         lo, hi = SIZES
         print(f"growth 1 M → 3 M stored, same board: full replay "
               f"{results[('full', hi)] / results[('full', lo)]:.2f}x, snapshot + tail "
-              f"{results[('snapshot', hi)] / results[('snapshot', lo)]:.2f}x "
-              f"(above the floor: {(results[('snapshot', hi)] - floor):.2f} s vs "
-              f"{(results[('snapshot', lo)] - floor):.2f} s)")
+              f"{results[('snapshot', hi)] / results[('snapshot', lo)]:.2f}x")
         ok = results[("snapshot", hi)] <= TARGET_SECONDS
         print(f"target: 3 M stored, /healthz within {TARGET_SECONDS:.0f} s: "
               f"{'met' if ok else 'NOT met'} ({results[('snapshot', hi)]:.2f} s)")
+        print("rebuild in-process with the imports warm (EmbeddedService construction, "
+              f"median of {args.repeat}):")
+        for n in SIZES:
+            print(f"  {n // 1_000_000} M stored, snapshot + tail: "
+                  f"{rebuild_warm(paths[('snapshot', n)], scratch, args.repeat)}", flush=True)
         decode_costs(paths[("snapshot", hi)])
         if not args.no_profile:
             print(f"profile: the {hi // 1_000_000} M snapshot restart in-process "
