@@ -5,19 +5,19 @@ monitor publishes; ``DeadLetter`` carries every rejected input with a machine-re
 ``schemas/`` at the top of the repository holds the JSON Schema generated from these models
 (``llm-monitor schemas --out schemas``) — the contract for producers in any language.
 
-Just over 400 lines on purpose: the whole wire contract (events, the number rule, the
-decoder) in one file, the source of the JSON Schemas.
+Just under 400 lines on purpose: the wire contract (events and the decoder) in one file, the
+source of the JSON Schemas. The number rule (:func:`wire_float`, :func:`read_wire_float`,
+:func:`jsonable`) is part of it but lives in :mod:`monitor.wire`, which imports no pydantic
+(so ``--json`` output need not), and is re-exported here.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -29,6 +29,11 @@ from pydantic import (
     WithJsonSchema,
 )
 
+# Re-exported: the number rule is part of the contract, defined where no pydantic is imported.
+from monitor.wire import jsonable as jsonable
+from monitor.wire import read_wire_float as read_wire_float
+from monitor.wire import wire_float as wire_float
+
 #: Machine-readable dead-letter reasons (the ``reason`` field of :class:`DeadLetter`).
 DEAD_LETTER_REASONS = ("invalid-json", "invalid-utf8", "schema", "conflict", "too-large")
 
@@ -39,42 +44,6 @@ _VARIANT_PATTERN = r"^(original|perturbed:[A-Za-z0-9_.\-]{1,64})$"
 _VERDICT_PATTERN = r"^(unresolved|resolved:.+)$"
 
 
-def wire_float(value: Any) -> float | str | None:
-    """The one rule for numbers on the wire: JSON has no infinity and no NaN.
-
-    A finite number is written as itself, +∞ and −∞ as the strings ``"inf"`` and ``"-inf"``,
-    and NaN (a figure that is undefined, e.g. a correlation with a constant column) as
-    ``null``. Every JSON the project writes — change events, HTTP responses, ``--json`` output
-    — follows it.
-
-    Examples
-    --------
-    >>> wire_float(0.5), wire_float(float("inf")), wire_float(float("nan"))
-    (0.5, 'inf', None)
-    """
-    f = float(value)
-    if math.isnan(f):
-        return None
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    return f
-
-
-def read_wire_float(value: Any) -> Any:
-    """The inverse of :func:`wire_float`: ``"inf"``/``"-inf"`` back to floats, the rest as is.
-
-    Examples
-    --------
-    >>> read_wire_float("inf"), read_wire_float(2.5), read_wire_float(None)
-    (inf, 2.5, None)
-    """
-    if value == "inf":
-        return math.inf
-    if value == "-inf":
-        return -math.inf
-    return value
-
-
 #: A figure on the wire: a number, "inf"/"-inf", or null (see :func:`wire_float`).
 WireFloat = Annotated[
     float | None,
@@ -82,30 +51,6 @@ WireFloat = Annotated[
     PlainSerializer(lambda x: None if x is None else wire_float(x), when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf"]}, {"type": "null"}]}),
 ]
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` with numpy scalars and arrays made plain and every float passed through
-    :func:`wire_float` (so ``json.dumps(..., allow_nan=False)`` always succeeds).
-
-    Examples
-    --------
-    >>> jsonable({"q": np.float64(2.0), "n_star": float("inf"), "rho": [float("nan")]})
-    {'q': 2.0, 'n_star': 'inf', 'rho': [None]}
-    """
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [jsonable(v) for v in value.tolist()]
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return wire_float(value)
-    return value
 
 
 NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200)]

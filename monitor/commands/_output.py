@@ -1,41 +1,39 @@
-"""Shared output helpers: --json prints stable machine-readable keys, otherwise rich tables."""
+"""Shared output helpers: --json prints stable machine-readable keys, otherwise rich tables.
+
+rich is imported where a table or a progress bar is drawn, not at the top: every command
+module imports this one, and ``--json`` output should not pay for it.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from monitor.offline.progress import StartTask, Tick
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 
 def emit(data: dict[str, Any], *, as_json: bool, human: Callable[[Console], None]) -> None:
-    """Print ``data`` as JSON when asked, else call ``human`` with the console."""
+    """Print ``data`` as JSON when asked, else call ``human`` with a console on stdout."""
     if as_json:
-        from monitor.contracts import jsonable  # pydantic: only when JSON is asked for
+        from monitor.wire import jsonable  # numpy: only when JSON is asked for
 
         print(json.dumps(jsonable(data), indent=2, allow_nan=False))
     else:
-        human(console)
+        from rich.console import Console
+
+        human(Console())
 
 
 def titled_table(title: str, console: Console, **kwargs: Any) -> Table:
     """A rich Table wide enough for its title, so the title does not wrap over a narrow table."""
+    from rich.table import Table
+
     return Table(title=title, min_width=min(len(title) + 4, console.width), **kwargs)
 
 
@@ -46,9 +44,19 @@ def progress_tasks(*, enabled: bool = True, remaining: bool = False) -> Iterator
     if not enabled:
         yield None
         return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeRemainingColumn() if remaining else TimeElapsedColumn(),
-                   console=err_console, transient=True)
+                   console=Console(stderr=True), transient=True)
 
     def start(label: str, total: int) -> Tick:
         if not bar.live.is_started:

@@ -7,14 +7,15 @@ Simulation mode (``--pa --pb --rho``) draws correlated paired Bernoulli data; re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from monitor.commands._output import emit, progress_tasks, titled_table
 from monitor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _human(fig: dict[str, Any]) -> Callable[[Console], None]:
@@ -94,6 +95,8 @@ def register(app: typer.Typer) -> None:
 def _render_anytime(fig: dict[str, Any]) -> Callable[[Console], None]:
     """The null-stream table and the power line of ``calibrate --anytime``."""
     def render(console: Console) -> None:
+        from rich.table import Table
+
         null = fig["null"]
         table = Table(title=(f"null streams: {null['streams']} × {null['items']} items, p = "
                              f"{null['p']:g}, ρ = {null['rho']:g}, checked after every item"))

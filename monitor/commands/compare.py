@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monitor.stats.paired_tests import ZeroMethod
 
 

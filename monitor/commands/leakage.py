@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from monitor.commands._output import emit, progress_tasks
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monitor.audit import leakage as lk
 
 
@@ -39,6 +39,8 @@ def _human(report: lk.LeakageReport, data: dict[str, Any]) -> Any:
         )
         flagged = report.flagged()
         if flagged:
+            from rich.table import Table
+
             table = Table(title="flagged items (highest containment first)")
             for col in ("item", "best document", "shared", "containment", "jaccard", "status"):
                 table.add_column(col)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
 from monitor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _human(fig: dict[str, Any]) -> Any:

@@ -8,10 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from monitor.commands._output import emit
 from monitor.defaults import RANK_SEED
@@ -20,6 +16,9 @@ from monitor.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     from monitor.offline.report import ResolutionReport
 
@@ -98,6 +97,8 @@ def _header_lines(rep: dict[str, Any]) -> list[str]:
 
 def _verdict(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> Text:
     """RESOLVED: q ≥ 1 and (with groups) the grouped q ≥ 1; fixed-N only: q ≥ 1 alone."""
+    from rich.text import Text
+
     grouped = pair.get(f"resolved_{kind}") if kind else None
     if pair["resolved"] and grouped is not False:
         return Text("RESOLVED", style="bold green")
@@ -201,6 +202,10 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
     """The human report of ``rep``; with ``limit``, at most that many models (adjacent family)
     or pairs (``rep["pairs"]`` as selected by :func:`shown_pairs`) are drawn."""
     def render(console: Console) -> None:
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+
         if not console.is_terminal:
             # Piped output (files, docs, CI logs) has no width to honour: use a readable one.
             console = Console(width=max(console.width, 120), highlight=False)
@@ -377,6 +382,8 @@ def register(app: typer.Typer) -> None:
             fixed = _human(rep, limit=limit)
 
             def human(console: Console) -> None:
+                from rich.console import Console
+
                 fixed(console)
                 if not console.is_terminal:
                     console = Console(width=max(console.width, 120), highlight=False)
@@ -394,6 +401,8 @@ def register(app: typer.Typer) -> None:
 
 def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
     """The anytime columns as a second table under the fixed-N report."""
+    from rich.table import Table
+
     info = rep["anytime"]
     rule = (f"each pair at its fixed share of α = {info['alpha']:g} (planned for "
             f"{info['planned_models']} models)" if info["rule"] == "board"

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from monitor.errors import InputError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monitor.runners.settings import Settings
 
 DEMO_TABLE = "mmlu_pro_item_correctness_wide.csv"
@@ -73,6 +72,15 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
     import asyncio
 
     async def task(service: Any, stop: asyncio.Event) -> None:
+        from rich.live import Live
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
         from monitor.runners.view import rankings_view
 
         progress = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
@@ -124,6 +132,7 @@ def _start(
     import asyncio
 
     import numpy as np
+    from rich.console import Console
 
     from monitor.runners.embedded import serve
     from monitor.runners.replay import ReplayStream, load_blocks

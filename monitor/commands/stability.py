@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from monitor.commands._output import emit, titled_table
 from monitor.defaults import STABILITY_KINDS
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monitor.audit import stability as st
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from monitor.commands._output import emit, progress_tasks
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monitor.audit.leakage import LeakageReport
     from monitor.audit.stability import StabilityReport
     from monitor.offline.compare import CompareResult

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from monitor.stats.eprocess import ALPHA_OPT, V_OPT, _bisect, _check_alpha, _log_e_sv
 
@@ -64,7 +64,7 @@ def _n_star_anytime_exact(
     d = np.where(d_in > 0, d_in, 1.0)
     s2 = s_in
     m2 = s2 + d * d
-    zb = float(norm.ppf(power))
+    zb = float(ndtri(power))
     thr = math.log(1.0 / alpha)
 
     def gap(n: Any) -> Any:
@@ -89,12 +89,58 @@ _GRID_STEP = 0.025
 _NEWTON_STEPS = 60
 
 
+def _spline_coefficients(x: Any, y: Any) -> Any:
+    """Pieces (c3, c2, c1, c0) of the not-a-knot cubic spline through (x, y) on a uniform grid.
+
+    The arithmetic of ``scipy.interpolate.CubicSpline(x, y).c.T`` (a tridiagonal system for
+    the slopes, then the Hermite coefficients), bit for bit, without importing
+    scipy.interpolate (it pulls in scipy.optimize and scipy.spatial, a fifth of a second at the
+    start of ``llm-monitor power``) or scipy.linalg. Needs at least four points.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    dx = np.diff(x)
+    slope = np.diff(y) / dx
+    # Not-a-knot ends: the third derivative is continuous across the second and the last but
+    # one knot; the rows between match the second derivatives.
+    d0, d1 = x[2] - x[0], x[-1] - x[-3]
+    lower = np.append(dx[1:], d1)
+    main = np.concatenate(([dx[1]], 2 * (dx[:-1] + dx[1:]), [dx[-2]]))
+    upper = np.append(d0, dx[:-1])
+    rhs = np.empty(x.size)
+    rhs[0] = ((dx[0] + 2 * d0) * dx[1] * slope[0] + dx[0] ** 2 * slope[1]) / d0
+    rhs[1:-1] = 3 * (dx[1:] * slope[:-1] + dx[:-1] * slope[1:])
+    rhs[-1] = (dx[-1] ** 2 * slope[-2] + (2 * d1 + dx[-1]) * dx[-2] * slope[-1]) / d1
+    s = _solve_tridiagonal(lower, main, upper, rhs)
+    t = (s[:-1] + s[1:] - 2 * slope) / dx
+    return np.stack((t / dx, (slope - s[:-1]) / dx - t, s[:-1], y[:-1]), axis=1)
+
+
+def _solve_tridiagonal(lower: Any, main: Any, upper: Any, rhs: Any) -> Any:
+    """Solve a tridiagonal system by elimination without row interchanges.
+
+    The operations, in their order, of LAPACK's gtsv (CubicSpline's solver) where it needs no
+    interchange: where every pivot is at least as large as the entry below it, as on the
+    spline's uniform grid. A system that would need an interchange raises ``ValueError``.
+    """
+    sub, diag, sup, sol = lower.tolist(), main.tolist(), upper.tolist(), rhs.tolist()
+    n = len(diag)
+    for i in range(n - 1):
+        if diag[i] == 0.0 or abs(diag[i]) < abs(sub[i]):
+            raise ValueError("the tridiagonal system needs row interchanges")
+        fact = sub[i] / diag[i]
+        diag[i + 1] -= fact * sup[i]
+        sol[i + 1] -= fact * sol[i]
+    sol[-1] /= diag[-1]
+    for i in range(n - 2, -1, -1):
+        sol[i] = (sol[i] - sup[i] * sol[i + 1]) / diag[i]
+    return np.array(sol)
+
+
 class _BoundaryTable:
     """log u(e^t) for t ∈ [t_min, _T_MAX] as cubic-spline pieces on a uniform grid."""
 
     def __init__(self, construction: str, thr: float, v_opt: float, alpha_opt: float) -> None:
-        from scipy.interpolate import CubicSpline
-
         def top(v: Any) -> Any:  # log E at s = v, the largest s the boundary may take
             return _log_e_sv(v, v, construction, v_opt, alpha_opt)
 
@@ -111,10 +157,9 @@ class _BoundaryTable:
         t = np.linspace(hi, _T_MAX, count + 1)
         u = _boundary_s(np.exp(t), thr, construction, v_opt, alpha_opt)
         u[0] = math.exp(t[0])  # at V_min the boundary is V itself
-        spline = CubicSpline(t, np.log(u))
         self.step = float(t[1] - t[0])
         self.last = count - 1
-        self.coef = np.ascontiguousarray(spline.c.T)  # (pieces, 4): c3, c2, c1, c0
+        self.coef = _spline_coefficients(t, np.log(u))  # (pieces, 4): c3, c2, c1, c0
 
     def log_u(self, t: Any) -> tuple[Any, Any]:
         """log u and d log u / dt at t (t clipped to the table)."""
@@ -179,7 +224,7 @@ def n_star_anytime(
     if todo.size:
         d = d_all[todo]
         m2 = m2_all[todo]
-        zb = float(norm.ppf(power))
+        zb = float(ndtri(power))
         big_a = d / m2
         big_b = zb * np.sqrt(s_all[todo] / m2)
         log_m2 = np.log(m2)

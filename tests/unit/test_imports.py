@@ -1,16 +1,23 @@
 """The import graph of monitor/ runs one way: no cycle, no runner or sink reaching into the
-CLI, and no module importing a layer above its own.
+CLI, and no module importing a layer above its own. And the quick commands (``--help``,
+``power``) import none of the heavy modules that would make them slow to start.
 
 Every module is parsed with ``ast`` (imports inside functions and ``TYPE_CHECKING`` blocks
 count too: a deferred import hides a dependency, it does not remove it), so the test needs
-none of the optional packages the runners import.
+none of the optional packages the runners import. The quick commands are run in a fresh
+interpreter, which reports the modules it imported.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "monitor"
 
@@ -21,6 +28,7 @@ LAYERS: dict[str, int] = {
     "monitor.contracts": 0,
     "monitor.errors": 0,
     "monitor.defaults": 0,
+    "monitor.wire": 0,
     "monitor.stats": 1,
     "monitor.core": 2,
     "monitor.offline": 2,
@@ -228,3 +236,63 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         if src is not None and dst is not None and dst > src:
             bad.append(f"{e}  ({LAYER_NAMES[src]} imports {LAYER_NAMES[dst]})")
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+# --- What the quick commands import --------------------------------------------------------
+# `llm-monitor --help` and every form of `llm-monitor power` must start within 0.5 s (issue 10,
+# "Fast start"; bench/bench_startup.py times them). A timing test would be flaky on a shared
+# machine, so this checks the cause instead: which modules a fresh interpreter holds after
+# running the command. typer itself imports pydantic to coerce a command's options, so pydantic
+# is only absent from --help; what the commands must not add is our own pydantic contract.
+
+_PROBE = """
+import contextlib, io, json, sys
+from monitor.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    status = main(sys.argv[1:])
+print(json.dumps({"status": status, "out": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+_PLAN = ["--pa", "0.65", "--pb", "0.60", "--rho", "0.30"]
+# scipy.stats, and scipy.interpolate through scipy.optimize, each cost more than the whole
+# budget; the table of N*_AV solves its spline without them (and without scipy.linalg).
+_NEVER = ("scipy.stats", "scipy.interpolate", "scipy.optimize", "scipy.linalg",
+          "monitor.contracts", "aiohttp", "prometheus_client")
+
+
+def _run_cli(args: list[str]) -> tuple[str, set[str]]:
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout)
+    assert probe["status"] == 0, probe["out"]
+    return probe["out"], set(probe["modules"])
+
+
+def _imported(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if n in modules]
+
+
+def test_help_imports_no_statistics_and_no_pydantic() -> None:
+    out, modules = _run_cli(["--help"])
+    assert "power" in out and "report" in out  # the help really listed the commands
+    bad = _imported(modules, (*_NEVER, "numpy", "scipy", "pydantic", "monitor.stats"))
+    assert not bad, f"llm-monitor --help imports {bad} (find the importer: python -X importtime)"
+
+
+@pytest.mark.parametrize("extra", [[], ["--n", "1200"]], ids=["plan", "with-n"])
+def test_power_json_imports_no_scipy_stats_contracts_or_rich(extra: list[str]) -> None:
+    out, modules = _run_cli(["power", *_PLAN, *extra, "--json"])
+    fig = json.loads(out)
+    assert fig["n_star"] == 1028 and fig["n_star_anytime"] > fig["n_star"]
+    assert "scipy.special" in modules  # the plan was computed in this process
+    bad = _imported(modules, (*_NEVER, "rich"))
+    assert not bad, f"llm-monitor power --json imports {bad} (find the importer: python -X importtime)"
+
+
+@pytest.mark.parametrize("extra", [[], ["--n", "1200"]], ids=["plan", "with-n"])
+def test_power_table_imports_no_scipy_stats_or_contracts(extra: list[str]) -> None:
+    out, modules = _run_cli(["power", *_PLAN, *extra])
+    assert "n_star_anytime" in out
+    assert "rich" in modules  # the table needs it: the probe sees what the command imports
+    bad = _imported(modules, _NEVER)
+    assert not bad, f"llm-monitor power imports {bad} (find the importer: python -X importtime)"

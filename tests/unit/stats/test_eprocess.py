@@ -202,3 +202,25 @@ def test_boundary_table_matches_exact_root() -> None:
         exact = np.log(asz._boundary_s(np.exp(t), thr, construction, ep.V_OPT, ep.ALPHA_OPT))
         approx, _ = tab.log_u(t)
         np.testing.assert_allclose(approx, exact, rtol=0, atol=5e-9)
+
+
+def test_spline_coefficients_are_scipys_cubic_spline() -> None:
+    # The table's spline is computed without importing scipy.interpolate (start-up time); its
+    # pieces must be CubicSpline's (not-a-knot) bit for bit, on the table's own data and on
+    # other uniform grids with rough values.
+    from scipy.interpolate import CubicSpline
+
+    thr = math.log(20.0)
+    tab = asz._table("mcnemar", thr, ep.V_OPT, ep.ALPHA_OPT)
+    t = np.linspace(tab.t_min, asz._T_MAX, tab.last + 2)
+    u = asz._boundary_s(np.exp(t), thr, "mcnemar", ep.V_OPT, ep.ALPHA_OPT)
+    u[0] = math.exp(t[0])
+    np.testing.assert_array_equal(tab.coef, CubicSpline(t, np.log(u)).c.T)
+    rng = np.random.default_rng(11)
+    for n in (4, 5, 17, 300, 2000):
+        x = np.linspace(rng.uniform(-30.0, 0.0), rng.uniform(0.5, 30.0), n)
+        y = np.cumsum(rng.standard_normal(n)) * 100.0
+        np.testing.assert_array_equal(asz._spline_coefficients(x, y), CubicSpline(x, y).c.T)
+    # A grid whose slope system needs a row interchange is refused, not solved differently.
+    with pytest.raises(ValueError, match="interchange"):
+        asz._spline_coefficients([0.0, 3.0, 3.1, 3.2, 9.0], [0.0, 1.0, 0.0, 1.0, 0.0])
