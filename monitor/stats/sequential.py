@@ -349,14 +349,14 @@ def advance(
 
 
 def _crossed(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: FloatArray,
-             seg_n: FloatArray, seg_s: FloatArray, seg_v: FloatArray, seg_lp: FloatArray,
-             seg_lm: FloatArray, side_thr: FloatArray) -> NDArray[np.bool_]:
+             *segment_and_threshold: FloatArray) -> NDArray[np.bool_]:
     """log E₊ ≥ ``side_thr`` or log E₋ ≥ ``side_thr`` at each state.
 
     A McNemar segment with nothing frozen before it (the common case) is read from the
     crossing boundary of its level (:func:`mcnemar_boundary`): a table lookup per item instead
     of two special functions; the other states evaluate :func:`log_e_sides`.
     """
+    seg_n, seg_s, seg_v, seg_lp, seg_lm, side_thr = segment_and_threshold
     out = np.zeros(n.size, dtype=bool)
     table = (kind == MCNEMAR) & (seg_lp == 0.0) & (seg_lm == 0.0)
     if table.any():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -296,7 +297,7 @@ def test_changes_follow_the_family_and_other_decisions_stay_queryable() -> None:
     p = {"top": 0.9, "mid": 0.5, "bottom": 0.1}
     events = [ev(str(i), m, float(rng.random() < q)) for i in range(300) for m, q in p.items()]
 
-    def run(family: str) -> tuple[Monitor, set[tuple[str, str]]]:
+    def run(family: Literal["adjacent", "all"]) -> tuple[Monitor, set[tuple[str, str]]]:
         mon = Monitor(CoreConfig(family=family))
         pairs: set[tuple[str, str]] = set()
         for j in range(0, len(events), 30):
