@@ -8,7 +8,8 @@ the other four join at items 250, 500, 750 and 1,000 (a board whose models arriv
 so the pairs' shares of α follow their birth order). It is posted in 50 batches; after each
 the ranking route, ``/metrics`` (every pair's series: ``--per-pair-series all``) and the new
 change events are read. The HTTP API has no all-pairs route, so every pair's verdict is read
-from the change stream (with direction) and from ``llm_monitor_pair_resolved``; the decided n
+from the change stream (``--family all``: changes follow every pair; with direction) and from
+``llm_monitor_pair_resolved``; the decided n
 is on the ranking's adjacent pairs, and for every pair the offline first crossing must fall
 inside the batch whose evaluation emitted the live resolution.
 """
@@ -67,7 +68,7 @@ def _pair_metrics(text: str) -> dict[str, dict[frozenset[str], float]]:
 @pytest.fixture()
 def server(tmp_path: Path):
     srv = Server(tmp_path / "stream.db", "--eval-interval", "0", "--planned-models",
-                 str(MODELS), "--per-pair-series", "all").start()
+                 str(MODELS), "--per-pair-series", "all", "--family", "all").start()
     yield srv
     srv.kill()
 
