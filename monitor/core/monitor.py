@@ -19,9 +19,10 @@ Semantics
   or model) are excluded from resolution from the end of that batch on; flags of
   duplicates and conflicts are ignored, since those change nothing.
 - Verdicts are evaluated once per batch (see :mod:`monitor.core.evaluate`); a
-  ``ResolutionChange`` is emitted for every pair whose verdict differs from the one at the
-  previous batch boundary, and a ``RankingChange`` when the ranking's order or resolved flag
-  changes. The same events in the same order give the same final statistics in any
+  ``ResolutionChange`` is emitted for every pair of the family readers follow (the adjacent
+  pairs of the ranking; every pair with ``family="all"``) whose verdict differs from the
+  last one emitted for it, and a ``RankingChange`` when the ranking's tiers or resolved flag
+  change. Other pairs' decisions stay queryable and are emitted when they enter the family. The same events in the same order give the same final statistics in any
   batching (exactly for scores on a dyadic grid such as 0/1; up to float rounding else).
 
 Over 400 lines on purpose: ``Monitor`` is the core's whole public surface (ingest, evaluation,
