@@ -102,6 +102,8 @@ class BenchmarkState:
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
         self._groups: tuple[int, Any, IntArray] | None = None  # cached cluster indicator
+        # (planned models, block of each pair's share of α, columns filled): derived, cached
+        self.blocks: tuple[int, NDArray[np.int8], int] | None = None
 
     # -- growth --------------------------------------------------------------------------
     @property

@@ -24,9 +24,11 @@ from monitor.stats.sequential import (
     UNSET,
     PairPaths,
     advance,
+    block_share,
     log_e_sides,
     log_threshold,
     may_cross,
+    pair_block,
     pair_number,
     pair_share,
     planned_pairs,
@@ -49,6 +51,27 @@ def pair_log_threshold(lo: IntArray, hi: IntArray, *, alpha: float, planned_mode
                        ) -> FloatArray:
     """log(1/γ_p) of the pairs of columns (lo, hi), lo < hi."""
     return log_threshold(pair_level(lo, hi, alpha=alpha, planned_models=planned_models))
+
+
+def _state_log_threshold(st: BenchmarkState, lo: IntArray, hi: IntArray, *, alpha: float,
+                         planned_models: int) -> FloatArray:
+    """:func:`pair_log_threshold` read from the state's cached block of every pair (int8,
+    filled as models arrive) and a table per block: the same floats, without the logs."""
+    k, cap = st.k, st.cap
+    cache = st.blocks
+    if cache is None or cache[0] != planned_models or cache[1].shape[0] != cap:
+        cache = (planned_models, np.full((cap, cap), -1, dtype=np.int8), 0)
+    _, blocks, done = cache
+    if done < k:
+        hi_new = np.arange(done, k)
+        los = np.concatenate([np.arange(h) for h in hi_new.tolist()]) if k else hi_new
+        his = np.repeat(hi_new, hi_new)
+        blocks[los, his] = pair_block(pair_number(los, his), planned=planned_pairs(
+            planned_models)).astype(np.int8)
+    st.blocks = (planned_models, blocks, k)
+    table = log_threshold(block_share(np.arange(64), alpha=alpha,
+                                      planned=planned_pairs(planned_models)))
+    return table[blocks[lo, hi]]
 
 
 def runs(cols: IntArray, size: int = RUN) -> list[slice]:
@@ -127,8 +150,8 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     undecided = np.flatnonzero((paths.decided[flat] == 0) & ~exact)
     need = exact | (paths.decided[flat] == 0)
     thr = np.zeros(flat.size)
-    thr[need] = pair_log_threshold(lo[need], hi[need], alpha=alpha,
-                                   planned_models=planned_models)
+    thr[need] = _state_log_threshold(st, lo[need], hi[need], alpha=alpha,
+                                     planned_models=planned_models)
     if undecided.size:
         u = undecided
         b_n, b_s, b_v = (x[ti[u], jj[u]] for x in before)

@@ -53,12 +53,14 @@ __all__ = [
     "UNSET",
     "PairPaths",
     "advance",
+    "block_share",
     "log_e_paths",
     "log_e_sides",
     "log_threshold",
     "log_threshold_grid",
     "may_cross",
     "mcnemar_boundary",
+    "pair_block",
     "pair_number",
     "pair_share",
     "planned_pairs",
@@ -113,16 +115,27 @@ def pair_share(p: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
     >>> pair_share([1, 10, 11, 30, 31], alpha=0.05, planned=10).tolist()
     [0.0025, 0.0025, 0.000625, 0.000625, 0.00015625]
     """
-    if not (0.0 < alpha < 1.0):
-        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
+    return block_share(pair_block(p, planned=planned), alpha=alpha, planned=planned)
+
+
+def pair_block(p: ArrayLike, *, planned: int) -> FloatArray:
+    """b = ⌊log₂(1 + (p − 1)/P)⌋: the block of pair numbers p (as floats)."""
     pp = np.asarray(p, dtype=np.float64)
     if np.any(pp < 1):
         raise ValueError("pair numbers start at 1")
     block = np.floor(np.log2(1.0 + (pp - 1.0) / planned))
     # Guard the floor against log2 rounding at block edges: p − 1 < P (2^(b+1) − 1) always.
     block = np.where(pp - 1.0 >= planned * (2.0 ** (block + 1.0) - 1.0), block + 1.0, block)
-    block = np.where(pp - 1.0 < planned * (2.0**block - 1.0), block - 1.0, block)
-    return np.asarray(alpha / (planned * 2.0 ** (2.0 * block + 1.0)), dtype=np.float64)
+    return np.asarray(np.where(pp - 1.0 < planned * (2.0**block - 1.0), block - 1.0, block),
+                      dtype=np.float64)
+
+
+def block_share(block: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
+    """γ = α / (P · 2^(2b + 1)) of the pairs in block b."""
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha}")
+    b = np.asarray(block, dtype=np.float64)
+    return np.asarray(alpha / (planned * 2.0 ** (2.0 * b + 1.0)), dtype=np.float64)
 
 
 @dataclass
