@@ -346,6 +346,8 @@ class Monitor:
         code = 1 if st.models[lo] == winner else -1
         flat = lo * st.cap + hi
         if st.paths.decided[flat] == code:
+            if ts is not None and st.decided_time(lo, hi) != ts:
+                st.stamp(np.asarray([flat]), ts)  # the logged time of a decision taken again
             return False
         st.paths.decided[flat] = code
         st.paths.decided_n[flat] = n

@@ -323,3 +323,17 @@ def test_snapshot_bytes_are_deterministic_and_bad_bytes_are_refused() -> None:
         Monitor.load_snapshot(b"{}")
     with pytest.raises(ValueError, match="corrupt"):
         Monitor.load_snapshot(data[:40])
+
+
+def test_adopting_a_decision_taken_again_keeps_the_logged_time() -> None:
+    from datetime import UTC, datetime
+
+    rng = np.random.default_rng(3)
+    mon = Monitor()
+    mon.apply([ev(str(i), m, float(rng.random() < q)) for i in range(200)
+               for m, q in (("top", 0.9), ("low", 0.1))])
+    view = mon.pair_views("b")[0]
+    assert view.verdict == "resolved:top" and view.decided_ts is not None
+    logged = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert not mon.adopt_decision("b", "top", "low", "resolved:top", n=1, log_e=1.0, ts=logged)
+    assert mon.pair_views("b")[0].decided_ts == logged.isoformat()
