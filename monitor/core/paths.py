@@ -99,14 +99,14 @@ def ingest(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArra
     return np.concatenate(out) if out else _NONE
 
 
-def _sides(st: BenchmarkState, c: IntArray, k: int) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """n, S (from c's side) and V of the pairs (c[i], j) for all j < k, as (t × k) arrays."""
-    sab = st.p[c, :k].astype(np.float64)
-    sx_cj = st.sx[c, :k].astype(np.float64)
-    sx_jc = st.sx[:k, c].T.astype(np.float64)
-    sq_cj, sq_jc = (sx_cj, sx_jc) if st.sx2 is None else (st.sx2[c, :k], st.sx2[:k, c].T)
-    v = sq_cj + sq_jc - 2.0 * sab
-    return st.n[c, :k].astype(np.float64), sx_cj - sx_jc, v
+def _sides(st: BenchmarkState, c: IntArray, j: IntArray
+           ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """n, S (from c's side) and V of the pairs (c[i], j[i])."""
+    sab = st.p[c, j].astype(np.float64)
+    sx_cj = st.sx[c, j].astype(np.float64)
+    sx_jc = st.sx[j, c].astype(np.float64)
+    sq_cj, sq_jc = (sx_cj, sx_jc) if st.sx2 is None else (st.sx2[c, j], st.sx2[j, c])
+    return st.n[c, j].astype(np.float64), sx_cj - sx_jc, sq_cj + sq_jc - 2.0 * sab
 
 
 def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
@@ -121,25 +121,35 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
             return _NONE
     k, cap = st.k, st.cap
     touched = np.unique(cols)
-    before = _sides(st, touched, k)
-    _, grew = st.fold_new(rows, cols, scores)
-    after = _sides(st, touched, k)
-
-    # The pairs (c, j) that got paired items, each once (lo < hi when both are touched).
+    # The pairs (c, j) of the run's models with every model, each once (lo < hi when both
+    # are in the run); only those with work left are read: undecided ones, and all of a
+    # model with scores other than 0/1 (a McNemar pair's switch is shown when decided too).
     in_run = np.zeros(k, dtype=bool)
     in_run[touched] = True
     j_all = np.arange(k)
-    grew &= ~(in_run[None, :] & (j_all[None, :] <= touched[:, None]))
-    ti, jj = np.nonzero(grew)
-    if ti.size == 0:
-        return _NONE
+    lo_all = np.minimum(touched[:, None], j_all[None, :])
+    flat_all = lo_all * cap + np.maximum(touched[:, None], j_all[None, :])
+    work = st.paths.decided[flat_all] == 0
+    nonbinary_col = st.nonbinary[:k] > 0
+    if nonbinary_col.any():
+        work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
+    work &= ~(in_run[None, :] & (j_all[None, :] <= touched[:, None]))
+    ti, jj = np.nonzero(work)
     c = touched[ti]
+    before = _sides(st, c, jj)
+    _, grew = st.fold_new(rows, cols, scores)
+    grew = grew[ti, jj]
+    if not grew.any():
+        return _NONE
+    ti, jj, c = ti[grew], jj[grew], c[grew]
+    before = tuple(b[grew] for b in before)  # type: ignore[assignment]
+    after = _sides(st, c, jj)
     lo, hi = np.minimum(c, jj), np.maximum(c, jj)
     sign = np.where(c == lo, 1.0, -1.0)  # S of (lo, hi) from c's side
     flat = lo * cap + hi
     paths = st.paths
     kind = paths.kind[flat]
-    binary_now = (st.nonbinary[c] == 0) & (st.nonbinary[jj] == 0)
+    binary_now = ~nonbinary_col[c] & ~nonbinary_col[jj]
     # A pair whose items are all 0/1 runs McNemar from its first item on.
     new_mc = (kind == UNSET) & binary_now
     paths.kind[flat[new_mc]] = MCNEMAR
@@ -154,18 +164,16 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                                      planned_models=planned_models)
     if undecided.size:
         u = undecided
-        b_n, b_s, b_v = (x[ti[u], jj[u]] for x in before)
-        a_n, a_s, a_v = (x[ti[u], jj[u]] for x in after)
         f = flat[u]
-        exact[u] = may_cross(kind[u], (b_n, b_s * sign[u], b_v), (a_n, a_s * sign[u], a_v),
+        exact[u] = may_cross(kind[u], (before[0][u], before[1][u] * sign[u], before[2][u]),
+                             (after[0][u], after[1][u] * sign[u], after[2][u]),
                              start_n=paths.start_n[f], start_s=paths.start_s[f],
                              start_v=paths.start_v[f], start_log_plus=paths.start_log_plus[f],
                              start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
     pick = np.flatnonzero(exact)
     if pick.size == 0:
         return _NONE
-    base = (before[0][ti[pick], jj[pick]], before[1][ti[pick], jj[pick]] * sign[pick],
-            before[2][ti[pick], jj[pick]])
+    base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
     return _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
 
 
@@ -194,31 +202,55 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     by_end = np.argsort(ends, kind="stable")
     ends, others, pair_of = ends[by_end], others[by_end], pair_of[by_end]
     cut = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1], True])
-    ev_order = np.argsort(cols, kind="stable")  # each column's results in event order
-    ev_cols = cols[ev_order]
-    parts: list[tuple[IntArray, IntArray, FloatArray, NDArray[np.bool_]]] = []
-    for a, b in pairwise(cut.tolist()):
-        c = int(ends[a])
-        partners, pairs = others[a:b], pair_of[a:b]
-        lo_e, hi_e = np.searchsorted(ev_cols, [c, c + 1])
-        ev = ev_order[lo_e:hi_e]  # c's results, in event order
+    in_run_col = np.zeros(st.k, dtype=bool)
+    in_run_col[touched] = True
+
+    def entries(ev: IntArray, partners: IntArray, pairs: IntArray
+                ) -> tuple[IntArray, IntArray, FloatArray, NDArray[np.bool_]]:
+        """The new paired items among (result ev[i], partner[i]): the partner has the item
+        before the result — stored before the run, or earlier in it."""
         r = rows[ev]
-        x_j = st.X[r[:, None], partners]
-        # The partner has the item before the result: stored before the run, or earlier in it
-        # (only partners with results in the run can have the latter).
-        mask = ~np.isnan(x_j)
-        also = np.flatnonzero(np.isin(partners, touched))
+        x_p = st.X[r, partners]
+        mask = ~np.isnan(x_p)
+        also = np.flatnonzero(in_run_col[partners] & mask)
         if also.size:
-            key = r[:, None] * cap + partners[also]
+            key = r[also] * cap + partners[also]
             pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
             when = np.where(keys[pos] == key, key_order[pos], -1)  # −1: before the run
-            mask[:, also] &= when < ev[:, None]
-        pj, ti = np.nonzero(mask.T)  # pair-major, each pair's items in event order
-        x_c, x_p = scores[ev[ti]], x_j[ti, pj]
-        first = c < partners[pj]
+            mask[also] = when < ev[also]
+        ev, partners, pairs, x_p = ev[mask], partners[mask], pairs[mask], x_p[mask]
+        x_c = scores[ev]
+        first = cols[ev] < partners
         d = np.where(first, x_c - x_p, x_p - x_c)
         nonbinary = (x_c != 0.0) & (x_c != 1.0) | (x_p != 0.0) & (x_p != 1.0)
-        parts.append((pairs[pj], ev[ti], d, nonbinary))
+        return pairs, ev, d, nonbinary
+
+    parts: list[tuple[IntArray, IntArray, FloatArray, NDArray[np.bool_]]] = []
+    if cut.size - 1 > 8:
+        # Many models in the run (results in any order): every (result, followed partner)
+        # at once, then each pair's items put in event order.
+        start_of = np.full(st.k, 0, dtype=np.int64)
+        count_of = np.zeros(st.k, dtype=np.int64)
+        start_of[ends[cut[:-1]]] = cut[:-1]
+        count_of[ends[cut[:-1]]] = np.diff(cut)
+        per_ev = count_of[cols]
+        ev = np.repeat(np.arange(rows.size), per_ev)
+        offsets = np.arange(ev.size) - np.repeat(np.cumsum(per_ev) - per_ev, per_ev)
+        at = start_of[cols[ev]] + offsets
+        p_idx, p_ev, p_d, p_nb = entries(ev, others[at], pair_of[at])
+        seq = np.lexsort((p_ev, p_idx))
+        parts.append((p_idx[seq], p_ev[seq], p_d[seq], p_nb[seq]))
+    else:
+        ev_order = np.argsort(cols, kind="stable")  # each column's results in event order
+        ev_cols = cols[ev_order]
+        for a, b in pairwise(cut.tolist()):
+            c = int(ends[a])
+            lo_e, hi_e = np.searchsorted(ev_cols, [c, c + 1])
+            ev_c = ev_order[lo_e:hi_e]  # c's results, in event order
+            n_p = b - a
+            # partner-major: each pair's items in event order
+            parts.append(entries(np.tile(ev_c, n_p), np.repeat(others[a:b], ev_c.size),
+                                 np.repeat(pair_of[a:b], ev_c.size)))
     if not parts:
         return _NONE
     idx = np.concatenate([p[0] for p in parts])
