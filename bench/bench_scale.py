@@ -19,7 +19,8 @@ ours / floor time.
 
 Run: ``.venv/bin/python -m bench.bench_scale`` (M = 100, 300, 1,000 on 12,000 items), with
 ``--big`` the 4,500-model × 20,000-item board (by-model; peak RSS, one evaluation, the
-/metrics scrape). ``--models 100,1000 --orders shuffled`` narrows a run.
+/metrics scrape; ``--big --items 300`` the same models on fewer items).
+``--models 100,1000 --orders shuffled`` narrows a run.
 """
 
 from __future__ import annotations
@@ -143,13 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="100,300,1000")
     parser.add_argument("--orders", default="shuffled,by-model")
-    parser.add_argument("--items", type=int, default=N_ITEMS)
+    parser.add_argument("--items", type=int, default=None,
+                        help=f"items of the boards (default {N_ITEMS:,}; with --big 20,000)")
     parser.add_argument("--big", action="store_true",
                         help="the 4,500 × 20,000 board (by-model) instead")
     args = parser.parse_args(argv)
     if args.big:
-        r = run(4500, 20_000, "by-model", metrics=True)
-        print(f"board: 4,500 models × 20,000 items, 14 clusters, 0/1, by-model, "
+        items = args.items or 20_000
+        r = run(4500, items, "by-model", metrics=True)
+        print(f"board: 4,500 models × {items:,} items, 14 clusters, 0/1, by-model, "
               f"{r['results']:,.0f} results")
         print(f"ingest {r['ours_s']:.0f} s ({r['rate']:,.0f} results/s; floor "
               f"{r['floor_rate']:,.0f}/s, ours/floor time {r['ours_s'] / r['floor_s']:.1f}×)")
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[tuple[str, int], float] = {}
     for order in args.orders.split(","):
         for m in (int(v) for v in args.models.split(",")):
-            r = run(m, args.items, order)
+            r = run(m, args.items or N_ITEMS, order)
             rates[(order, m)] = r["rate"]
             print(f"{order:9s} M={m:5d}: {r['results']:>12,.0f} results in {r['ours_s']:7.1f} s"
                   f" = {r['rate']:>9,.0f} results/s (floor {r['floor_rate']:>11,.0f}/s, "
