@@ -1,7 +1,7 @@
 """Monitor core: fold a shuffled stream of real MMLU-Pro results (20 models) into pair state.
 
-Ours: ``Monitor.apply`` in batches — dense items × models matrix, per-cluster Gram-matrix
-updates of the touched rows, dedup/conflict checks — with verdicts evaluated every
+Ours: ``Monitor.apply`` in batches — dense items × models matrix, pair sums updated on the
+new results' rows and columns, dedup/conflict checks — with verdicts evaluated every
 ``EVAL_EVERY`` results and once at the end. Peer: the straightforward per-event design, a
 Python loop that pairs each new result with every model that already has the item and calls
 ``monitor.stats.running.PairState.update`` on each of those pairs. Both see the same events
@@ -96,7 +96,7 @@ def main() -> None:
     rate_ours = len(events) / t_ours
     rate_peer = len(events) / t_peer
     print(f"stream: {len(events)} MMLU-Pro results, {MODELS} models, shuffled, batch={BATCH}")
-    print(f"ours (Monitor.apply, Gram folding, evaluate every {EVAL_EVERY}): "
+    print(f"ours (Monitor.apply, row/column pair sums, evaluate every {EVAL_EVERY}): "
           f"{t_ours:.2f} s  ({rate_ours:,.0f} results/s, {changes} change events)")
     print(f"peer (per-event loop over partner pairs, PairState.update): "
           f"{t_peer:.2f} s  ({rate_peer:,.0f} results/s)")
