@@ -290,14 +290,17 @@ class BenchmarkState:
         """Σ x_a² over the items b also has (= sx for 0/1 scores)."""
         return (self.sx if self.sx2 is None else self.sx2)[a, b]
 
+    def pair_nsv(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """n, S (from a's side) and V over the non-excluded items of the pairs (a[i], b[i])."""
+        sab = self.p[a, b].astype(np.float64)
+        sx_ab = self.sx[a, b].astype(np.float64)
+        sx_ba = self.sx[b, a].astype(np.float64)
+        return (self.n[a, b].astype(np.float64), sx_ab - sx_ba,
+                self.sx2_of(a, b) + self.sx2_of(b, a) - 2.0 * sab)
+
     def path_sums(self, flat: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """n, S and V over the non-excluded items of the pairs (lo, hi) at ``flat``
-        (lo · cap + hi, as ``paths``)."""
-        lo, hi = np.divmod(flat, self.cap)
-        sab = self.p[lo, hi].astype(np.float64)
-        return (self.n[lo, hi].astype(np.float64),
-                self.sx[lo, hi].astype(np.float64) - self.sx[hi, lo],
-                self.sx2_of(lo, hi) + self.sx2_of(hi, lo) - 2.0 * sab)
+        """:meth:`pair_nsv` of the pairs (lo, hi) at ``flat`` (lo · cap + hi, as ``paths``)."""
+        return self.pair_nsv(*np.divmod(flat, self.cap))
 
     def pair_sums(self, a: IntArray, b: IntArray, *, clusters: bool = True) -> PairSums:
         """The kernel's input for the pairs (a[i], b[i]) (A = a[i]): sums, binary flags,

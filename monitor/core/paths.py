@@ -47,15 +47,9 @@ def pair_level(lo: IntArray, hi: IntArray, *, alpha: float, planned_models: int)
     return pair_share(pair_number(lo, hi), alpha=alpha, planned=planned_pairs(planned_models))
 
 
-def pair_log_threshold(lo: IntArray, hi: IntArray, *, alpha: float, planned_models: int
-                       ) -> FloatArray:
-    """log(1/γ_p) of the pairs of columns (lo, hi), lo < hi."""
-    return log_threshold(pair_level(lo, hi, alpha=alpha, planned_models=planned_models))
-
-
 def _state_log_threshold(st: BenchmarkState, lo: IntArray, hi: IntArray, *, alpha: float,
                          planned_models: int) -> FloatArray:
-    """:func:`pair_log_threshold` read from the state's cached block of every pair (int8,
+    """log(1/γ_p) of the pairs (lo, hi), read from the state's cached block of every pair (int8,
     filled as models arrive) and a table per block: the same floats, without the logs."""
     k, cap = st.k, st.cap
     cache = st.blocks
@@ -99,16 +93,6 @@ def ingest(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArra
     return np.concatenate(out) if out else _NONE
 
 
-def _sides(st: BenchmarkState, c: IntArray, j: IntArray
-           ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """n, S (from c's side) and V of the pairs (c[i], j[i])."""
-    sab = st.p[c, j].astype(np.float64)
-    sx_cj = st.sx[c, j].astype(np.float64)
-    sx_jc = st.sx[j, c].astype(np.float64)
-    sq_cj, sq_jc = (sx_cj, sx_jc) if st.sx2 is None else (st.sx2[c, j], st.sx2[j, c])
-    return st.n[c, j].astype(np.float64), sx_cj - sx_jc, sq_cj + sq_jc - 2.0 * sab
-
-
 def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
          alpha: float, planned_models: int) -> IntArray:
     np.add.at(st.nonbinary, cols[(scores != 0.0) & (scores != 1.0)], 1)
@@ -136,14 +120,14 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     work &= ~(in_run[None, :] & (j_all[None, :] <= touched[:, None]))
     ti, jj = np.nonzero(work)
     c = touched[ti]
-    before = _sides(st, c, jj)
+    before = st.pair_nsv(c, jj)
     _, grew = st.fold_new(rows, cols, scores)
     grew = grew[ti, jj]
     if not grew.any():
         return _NONE
     ti, jj, c = ti[grew], jj[grew], c[grew]
     before = tuple(b[grew] for b in before)  # type: ignore[assignment]
-    after = _sides(st, c, jj)
+    after = st.pair_nsv(c, jj)
     lo, hi = np.minimum(c, jj), np.maximum(c, jj)
     sign = np.where(c == lo, 1.0, -1.0)  # S of (lo, hi) from c's side
     flat = lo * cap + hi

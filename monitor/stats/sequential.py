@@ -31,7 +31,6 @@ live and offline take the same decisions on the same order.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,14 +56,12 @@ __all__ = [
     "log_e_paths",
     "log_e_sides",
     "log_threshold",
-    "log_threshold_grid",
     "may_cross",
     "mcnemar_boundary",
     "pair_block",
     "pair_number",
     "pair_share",
     "planned_pairs",
-    "share_grid",
 ]
 
 
@@ -86,25 +83,6 @@ def pair_number(lo: ArrayLike, hi: ArrayLike) -> IntArray:
     """
     lo_, hi_ = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     return hi_ * (hi_ - 1) // 2 + lo_ + 1
-
-
-@functools.lru_cache(maxsize=16)
-def share_grid(size: int, *, alpha: float, planned_models: int) -> FloatArray:
-    """γ of every pair of a (size × size) grid of model columns numbered by arrival, flat
-    a · size + b (symmetric; the diagonal is meaningless). Cached: read-only."""
-    a, b = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    number = pair_number(np.minimum(a, b), np.maximum(a, b)).ravel()
-    grid = pair_share(number, alpha=alpha, planned=planned_pairs(planned_models))
-    grid.setflags(write=False)
-    return grid
-
-
-@functools.lru_cache(maxsize=16)
-def log_threshold_grid(size: int, *, alpha: float, planned_models: int) -> FloatArray:
-    """log(1/γ) of :func:`share_grid` (cached, read-only)."""
-    grid = log_threshold(share_grid(size, alpha=alpha, planned_models=planned_models))
-    grid.setflags(write=False)
-    return grid
 
 
 def pair_share(p: ArrayLike, *, alpha: float, planned: int) -> FloatArray:
