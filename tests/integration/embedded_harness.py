@@ -141,6 +141,21 @@ class Server:
         return data.decode()
 
 
+def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, Any]:
+    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
+    import csv
+
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "model", "score", "cluster"])
+        for ev in acknowledged:
+            w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
+    res = cli("report", str(path), "--anytime", "--order", "file", "--cluster-col", "cluster",
+              "--json", timeout=120)
+    assert res.returncode == 0, res.stderr
+    return dict(json.loads(res.stdout))
+
+
 def metric_value(text: str, name: str, **labels: str) -> float:
     """The value of one sample in Prometheus text output (0 when absent)."""
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))

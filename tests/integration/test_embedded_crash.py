@@ -4,7 +4,6 @@ final state must equal ``llm-monitor report --anytime`` on the acknowledged even
 
 from __future__ import annotations
 
-import csv
 import http.client
 import itertools
 import json
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 from monitor.io.tables import read_table
-from tests.integration.embedded_harness import Server, cli, metric_value
+from tests.integration.embedded_harness import Server, metric_value, offline_report
 
 pytestmark = pytest.mark.integration
 
@@ -72,18 +71,6 @@ def _stored(db: Path) -> int:
     finally:
         con.close()
 
-
-def _offline(acknowledged: list[dict], path: Path) -> dict:
-    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["item_id", "model", "score", "cluster"])
-        for ev in acknowledged:
-            w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
-    res = cli("report", str(path), "--anytime", "--order", "file", "--cluster-col", "cluster",
-              "--json", timeout=120)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
 
 
 @pytest.mark.slow
@@ -206,7 +193,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     finally:
         srv.kill()
 
-    offline = _offline(acknowledged, tmp_path / "acknowledged.csv")
+    offline = offline_report(acknowledged, tmp_path / "acknowledged.csv")
     means = x.mean(axis=0)
     assert len(set(means.tolist())) == N_MODELS  # no ties, so the ranking order is unambiguous
     assert [(m["model"], m["n"]) for m in ranking["models"]] == [

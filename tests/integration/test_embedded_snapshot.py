@@ -4,7 +4,6 @@ from the latest one plus the results after it, and ends where a full replay ends
 
 from __future__ import annotations
 
-import csv
 import http.client
 import itertools
 import json
@@ -23,7 +22,7 @@ import numpy as np
 import pytest
 
 from monitor.io.tables import read_table
-from tests.integration.embedded_harness import REPO, Server, cli
+from tests.integration.embedded_harness import REPO, Server, offline_report
 
 pytestmark = pytest.mark.integration
 
@@ -131,17 +130,6 @@ def _without_decision_times(ranking: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _offline(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, Any]:
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["item_id", "model", "score", "cluster"])
-        for ev in acknowledged:
-            w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
-    res = cli("report", str(path), "--anytime", "--order", "file", "--cluster-col", "cluster",
-              "--json", timeout=120)
-    assert res.returncode == 0, res.stderr
-    return dict(json.loads(res.stdout))
-
 
 @pytest.mark.slow
 def test_sigkill_around_snapshots_restarts_from_them_and_ends_as_a_full_replay(
@@ -248,7 +236,7 @@ def test_sigkill_around_snapshots_restarts_from_them_and_ends_as_a_full_replay(
     assert _without_decision_times(full_ranking) == _without_decision_times(ranking)
 
     # And both equal the offline replay of the acknowledged events.
-    offline = _offline(acknowledged, tmp_path / "acknowledged.csv")
+    offline = offline_report(acknowledged, tmp_path / "acknowledged.csv")
     assert [m["model"] for m in ranking["models"]] == [m["model"] for m in offline["ranking"]]
     want = {(p["model_a"], p["model_b"]): p for p in offline["pairs"]}
     for p in ranking["pairs"]:
