@@ -12,6 +12,7 @@ apt_install() {
   dpkg -s libboost-dev >/dev/null 2>&1 || missing+=(libboost-dev)
   command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
   command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "install-deps: need root to apt-get install ${missing[*]}" >&2
