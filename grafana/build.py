@@ -22,11 +22,12 @@ from typing import Any, TypeVar
 # Build-time dependencies (dev extra): this module lives outside the runtime package.
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
+from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
 
 DATASOURCE_UID = "llm-monitor-prometheus"
 DASHBOARD_UID = "llm-monitor"
@@ -34,12 +35,13 @@ ALERT_FOLDER = "llm-monitor"
 _DS = {"type": "prometheus", "uid": DATASOURCE_UID}
 _DS_REF = dm.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 
-# The pair variable holds "model_a|model_b"; matching both labels against that regex selects
-# exactly that pair (a model is never paired with itself). Model names are used as regex
-# text, so a name with regex metacharacters may match a few look-alikes, never miss itself.
-_PAIR = 'benchmark=~"$benchmark", model_a=~"${pair:raw}", model_b=~"${pair:raw}"'
-_BENCH = 'benchmark=~"$benchmark"'
-_PAIR_LEGEND = "{{benchmark}}: {{model_a}} vs {{model_b}}"
+# Label matchers by equality: Grafana's ``doublequote`` format writes a value as a quoted
+# string with its double quotes escaped, so any model name (parentheses, commas, dots,
+# spaces, regex metacharacters) selects exactly itself. The benchmark and the two models of
+# the pair are single-valued variables; model_b lists the partners of the chosen model_a.
+_BENCH = "benchmark=${benchmark:doublequote}"
+_PAIR = f"{_BENCH}, model_a=${{model_a:doublequote}}, model_b=${{model_b:doublequote}}"
+_PAIR_LEGEND = "{{model_a}} vs {{model_b}}"
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def _resolved_map() -> list[dm.ValueMapping]:
         "1": dm.ValueMappingResult(text="resolved", color="green", index=1)})]
 
 
-_Panel = TypeVar("_Panel", stat.Panel, timeseries.Panel, statetimeline.Panel)
+_Panel = TypeVar("_Panel", stat.Panel, timeseries.Panel, statetimeline.Panel, table.Panel)
 
 
 def _common(panel: _Panel, title: str, description: str,
@@ -119,7 +121,30 @@ def _state_timeline(title: str, description: str, target: prometheus.Dataquery, 
             .legend(cb.VizLegendOptions().show_legend(True)))
 
 
-def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel]:
+def _ranking_table() -> table.Panel:
+    """Every model of the benchmark: rank, mean and anytime rank set, one row per model."""
+    queries = [_target(f"llm_monitor_model_{name}{{{_BENCH}}}", name, instant=True)
+               .format(pm.PromQueryFormat.TABLE)
+               for name in ("rank", "mean", "rank_low", "rank_high")]
+    panel = _common(table.Panel(), "Ranking",
+                    "Models best first: rank, mean score, and the anytime rank set "
+                    "[rank_low, rank_high] from the decisions taken so far.",
+                    queries, width=12, height=12, unit="short", thresholds=())
+    # One frame per query, joined on the model label; the value columns renamed.
+    names = {"Value #A": "rank", "Value #B": "mean", "Value #C": "rank low",
+             "Value #D": "rank high"}
+    return (panel
+            .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+            .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+                "excludeByName": {"Time": True, "__name__": True, "benchmark": True,
+                                  "instance": True, "job": True},
+                "renameByName": names,
+                "indexByName": {"Value #A": 0, "model": 1, "Value #B": 2, "Value #C": 3,
+                                "Value #D": 4}}))
+            .sort_by([cb.TableSortByFieldState().display_name("rank")]))
+
+
+def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel | table.Panel]:
     """Panel builders in reading order; the dashboard lays them out left to right."""
     return [
         _stat("Ranking resolved",
@@ -135,11 +160,22 @@ def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel]:
               "Results accepted (new, valid, not duplicate) per second.",
               _target('sum(rate(llm_monitor_events_total{outcome="accepted"}'
                       '[$__rate_interval]))', "accepted", instant=True), unit="reqps"),
-        _timeseries("E-value per pair (log scale) and the 1/α threshold",
-                    "E_n of each adjacent pair's e-process. The pair is resolved (anytime) "
-                    "once E_n reaches 1/α, or m/α under e-Bonferroni for a family of m pairs.",
-                    [_target(f"llm_monitor_pair_e_value{{{_PAIR}}}", _PAIR_LEGEND),
-                     _target("1 / $alpha", "1/α")], width=12, height=9, log_scale=True),
+        _ranking_table(),
+        _timeseries("Evidence of every adjacent pair: E_n / threshold (log scale)",
+                    "E_n of each adjacent pair's e-process divided by the pair's own "
+                    "threshold 1/γ (its fixed share γ of α). A pair is resolved (anytime) the "
+                    "first time this reaches 1, and stays resolved.",
+                    [_target(f"llm_monitor_pair_e_value{{{_BENCH}}} / "
+                             f"llm_monitor_pair_e_threshold{{{_BENCH}}}", _PAIR_LEGEND)],
+                    width=12, height=12, log_scale=True, thresholds=(1.0,)),
+        _timeseries("E-value of the chosen pair and its threshold (log scale)",
+                    "E_n of the pair model_a vs model_b and its threshold 1/γ; the band of "
+                    "thresholds over the ranking's adjacent pairs is drawn for reference.",
+                    [_target(f"llm_monitor_pair_e_value{{{_PAIR}}}", "E_n"),
+                     _target(f"llm_monitor_pair_e_threshold{{{_PAIR}}}", "threshold 1/γ"),
+                     _target(f"llm_monitor_ranking_e_threshold{{{_BENCH}}}",
+                             "adjacent pairs' threshold ({{bound}})")],
+                    width=12, height=9, log_scale=True),
         _timeseries("Resolution ratio by kind",
                     "q = N / N*: fixed (iid), cluster (design effect) and anytime (N*_AV). "
                     "A gap is resolved at fixed N when q ≥ 1.",
@@ -196,29 +232,47 @@ def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel]:
 
 
 _BENCH_QUERY = "label_values(llm_monitor_ranking_resolved, benchmark)"
-_PAIR_QUERY = ('query_result(label_join(max by (model_a, model_b) '
-               '(llm_monitor_pair_items{benchmark=~"$benchmark"}), "pair", "|", '
-               '"model_a", "model_b"))')
+_MODEL_A_QUERY = f"label_values(llm_monitor_pair_items{{{_BENCH}}}, model_a)"
+_MODEL_B_QUERY = ("label_values(llm_monitor_pair_items{"
+                  f"{_BENCH}, model_a=${{model_a:doublequote}}}}, model_b)")
 
 
 def _variables() -> list[cogbuilder.Builder[dm.VariableModel]]:
-    all_ = dm.VariableOption(text="All", value="$__all")
-
-    def query_variable(name: str, query: str) -> db.QueryVariable:
-        return (db.QueryVariable(name).label(name).datasource(_DS_REF).query(query)
+    def query_variable(name: str, label: str, query: str) -> db.QueryVariable:
+        # Single-valued: each value is written into an equality matcher, never a regex.
+        return (db.QueryVariable(name).label(label).datasource(_DS_REF).query(query)
                 .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-                .sort(dm.VariableSort.ALPHABETICAL_ASC)
-                .include_all(True).all_value(".+").current(all_))
+                .sort(dm.VariableSort.ALPHABETICAL_ASC).multi(False).include_all(False))
 
-    alphas = ("0.05", "0.01", "0.1")
     return [
-        query_variable("benchmark", _BENCH_QUERY).multi(True),
-        # query_result() renders each series as {label="value",...}; the regex keeps the pair.
-        query_variable("pair", _PAIR_QUERY).multi(False).regex('/pair="([^"]+)"/'),
-        db.CustomVariable("alpha").label("α (llm-monitor run --alpha)").values(",".join(alphas))
-        .current(dm.VariableOption(text="0.05", value="0.05"))
-        .options([dm.VariableOption(text=v, value=v, selected=v == "0.05") for v in alphas]),
+        query_variable("benchmark", "benchmark", _BENCH_QUERY),
+        query_variable("model_a", "pair: model A (ranked above)", _MODEL_A_QUERY),
+        query_variable("model_b", "model B", _MODEL_B_QUERY),
     ]
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
+
+
+def interpolate(expr: str, values: dict[str, str]) -> str:
+    """``expr`` with Grafana's variables replaced as Grafana writes them into a query.
+
+    ``${name:doublequote}`` becomes the value in double quotes with each ``"`` escaped as
+    ``\\"`` (Grafana's documented ``doublequote`` format); ``$name`` and ``${name}`` the value
+    as it is (used for ``$__rate_interval`` only). An unknown variable or format is an error.
+    """
+    def one(m: re.Match[str]) -> str:
+        name, fmt = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), None)
+        if name not in values:
+            raise KeyError(f"no value for Grafana variable {name!r} in {expr!r}")
+        value = values[name]
+        if fmt == "doublequote":
+            return '"' + value.replace('"', '\\"') + '"'
+        if fmt is None:
+            return value
+        raise ValueError(f"unsupported variable format {fmt!r} in {expr!r}")
+
+    return _VARIABLE.sub(one, expr)
 
 
 def _dashboard_model() -> dm.Dashboard:

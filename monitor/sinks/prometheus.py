@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -45,6 +46,9 @@ METRIC_NAMES = (
     "llm_monitor_ranking_top_resolved",
     "llm_monitor_model_rank_low",
     "llm_monitor_model_rank_high",
+    "llm_monitor_model_mean",
+    "llm_monitor_model_rank",
+    "llm_monitor_ranking_e_threshold",
 )
 
 CHANGE_KINDS = ("resolution", "ranking")
@@ -198,6 +202,16 @@ class MonitorCollector(Collector):
             GaugeMetricFamily("llm_monitor_model_rank_high",
                               "Worst rank the model can have (anytime rank set).",
                               labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_mean",
+                              "Mean score of the model over its own items (the ranking's key).",
+                              labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_rank",
+                              "1-based position of the model in the ranking (best first).",
+                              labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_ranking_e_threshold",
+                              "Smallest (bound=min) and largest (bound=max) threshold 1/γ of "
+                              "the e-processes of the ranking's adjacent pairs.",
+                              labels=("benchmark", "bound")),
             GaugeMetricFamily(
                 "llm_monitor_model_flip_rate",
                 "Share of the model's items right on the original and wrong on the perturbed "
@@ -213,8 +227,8 @@ class MonitorCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         (items, delta, e_value, ratio, resolved, threshold, rk_resolved, rk_unresolved,
-         rk_tiers, rk_top, rank_low, rank_high, flip_rate, flip_pairs,
-         excluded) = self._families()
+         rk_tiers, rk_top, rank_low, rank_high, model_mean, model_rank, rk_threshold, flip_rate,
+         flip_pairs, excluded) = self._families()
         for bench in self.monitor.benchmarks():
             excluded.add_metric([bench], float(len(self.monitor.excluded(bench))))
             for model, kinds in self.monitor.stability(bench).items():
@@ -238,6 +252,14 @@ class MonitorCollector(Collector):
             for r, i in enumerate(table.order):
                 rank_low.add_metric([bench, table.models[i]], float(low[r]))
                 rank_high.add_metric([bench, table.models[i]], float(high[r]))
+                model_mean.add_metric([bench, table.models[i]], float(table.means[i]))
+                model_rank.add_metric([bench, table.models[i]], float(r + 1))
+            adjacent = table.adjacent()
+            if adjacent:
+                a, b = (np.asarray(side, dtype=np.int64) for side in zip(*adjacent, strict=True))
+                thresholds = 1.0 / np.asarray(table.levels_of(a, b), dtype=np.float64)
+                rk_threshold.add_metric([bench, "min"], float(thresholds.min()))
+                rk_threshold.add_metric([bench, "max"], float(thresholds.max()))
             for view in self.monitor.pair_views(bench, self.which,
                                                 limit=self.monitor.config.pair_series_limit):
                 fig = view.figures
@@ -252,8 +274,8 @@ class MonitorCollector(Collector):
                 resolved.add_metric(labels, 0.0 if view.verdict == "unresolved" else 1.0)
                 threshold.add_metric(labels, 1.0 / fig.e_alpha)
         yield from (items, delta, e_value, ratio, resolved, threshold, rk_resolved,
-                    rk_unresolved, rk_tiers, rk_top, rank_low, rank_high, flip_rate,
-                    flip_pairs, excluded)
+                    rk_unresolved, rk_tiers, rk_top, rank_low, rank_high, model_mean,
+                    model_rank, rk_threshold, flip_rate, flip_pairs, excluded)
 
 
 class MonitorsCollector(Collector):

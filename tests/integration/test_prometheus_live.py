@@ -203,11 +203,12 @@ def _prometheus_config(monitor_port: int, am_port: int) -> dict[str, Any]:
     return conf
 
 
-def _events(lo: int, hi: int) -> list[dict[str, Any]]:
+def _events(lo: int, hi: int, models: dict[str, float] = MODELS, bench: str = BENCH
+            ) -> list[dict[str, Any]]:
     # Deterministic 0/1 scores: model j is right on item i when (i·7919 + 13j) mod 1000 < 1000·p.
-    return [{"benchmark": BENCH, "item_id": f"q{i}", "model": m, "cluster": f"c{i % 5}",
+    return [{"benchmark": bench, "item_id": f"q{i}", "model": m, "cluster": f"c{i % 5}",
              "score": int((i * 7919 + 13 * j) % 1000 < 1000 * p)}
-            for i in range(lo, hi) for j, (m, p) in enumerate(MODELS.items())]
+            for i in range(lo, hi) for j, (m, p) in enumerate(models.items())]
 
 
 @pytest.fixture()
@@ -304,49 +305,18 @@ def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[s
         prom, f'llm_monitor_model_flip_rate{{benchmark="{BENCH}"}}')["result"], 20, logs)
 
     # The dashboard's variables resolve to this benchmark and pair, the way Grafana does it.
-    bench_expr, pair_expr = grafana.variable_queries()
-    assert {r["metric"]["benchmark"] for r in _query(prom, bench_expr)["result"]} == {BENCH}
-    pair_rows = _query(prom, pair_expr.replace("$benchmark", BENCH))["result"]
-    # Grafana's query_result() renders each series as {label="value",...}; the variable's
-    # regex then picks the pair out of that text.
-    regex = next(v["regex"] for v in grafana.dashboard()["templating"]["list"]
-                 if v["name"] == "pair").strip("/")
-    rendered = ["{" + ",".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items())) + "}"
-                for r in pair_rows]
-    assert [re.search(regex, line).group(1) for line in rendered] == ["strong|weak"], rendered  # type: ignore[union-attr]
-    values = {"$benchmark": BENCH, "${pair:raw}": "strong|weak", "$__rate_interval": "1m",
-              "$alpha": "0.05"}
-
-    # increase() needs two samples of a series; the resolution counter was born at the change.
-    _wait("two scrapes of the resolution change counter", lambda: _query(
-        prom, f'count_over_time(llm_monitor_state_changes_total{{benchmark="{BENCH}",'
-              f'kind="resolution"}}[1m]) >= 2')["result"], 10, logs)
-
-    # Every panel query returns data, and every series carries the labels its legend names.
-    results: dict[str, list[dict[str, Any]]] = {}
-    for title, q in grafana.dashboard_queries():
-        expr = q.expr
-        for var, value in values.items():
-            expr = expr.replace(var, value)
-        data = _query(prom, expr)
-        if data["resultType"] == "scalar":
-            assert float(data["result"][1]) == pytest.approx(20.0), (title, expr)
-            continue
-        assert data["resultType"] == "vector" and data["result"], (title, expr, data)
-        for series in data["result"]:
-            legend_labels = set(re.findall(r"\{\{(\w+)\}\}", q.legend))
-            assert legend_labels <= set(series["metric"]), (title, series)
-            sample = float(series["value"][1])
-            assert not math.isnan(sample), (title, series)
-        results.setdefault(title, []).extend(data["result"])
+    values = _variables(prom, BENCH, logs)
+    assert (values["model_a"], values["model_b"]) == ("strong", "weak")
+    results = _every_panel(prom, values, logs)
 
     def by(title: str, label: str) -> dict[str, float]:
         return {r["metric"].get(label, ""): float(r["value"][1]) for r in results[title]}
 
     assert by("Ranking resolved", "benchmark") == {BENCH: 1.0}
     assert by("Unresolved adjacent pairs", "benchmark") == {BENCH: 0.0}
-    e_values = [float(r["value"][1]) for r in results[next(t for t in results if t.startswith("E-value"))]]
-    assert len(e_values) == 1 and e_values[0] >= 20.0, e_values
+    chosen = {r["metric"].get("__name__", ""): float(r["value"][1])
+              for r in results[next(t for t in results if t.startswith("E-value"))]}
+    assert chosen["llm_monitor_pair_e_value"] >= chosen["llm_monitor_pair_e_threshold"] > 20.0
     assert set(by("Resolution ratio by kind", "kind")) == {"fixed", "cluster", "anytime"}
     assert by("Paired items", "model_a") == {"strong": 400.0}
     assert 0.4 < by("Pair delta (mean a − mean b)", "model_b")["weak"] < 0.8
@@ -357,3 +327,96 @@ def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[s
     assert 0.0 < by("Dead-letter fraction", "")[""] < 0.05
     assert 0.0 < by("Processing lag p99", "")[""] < 1.0
     assert by("Accepted results per second", "")[""] > 0.0
+
+
+def _variables(prom: str, bench: str, logs: list[Path]) -> dict[str, str]:
+    """The dashboard's variables as Grafana resolves them: the benchmark, then the first
+    model_a of that benchmark, then the first model_b paired with it."""
+    bench_expr, a_expr, b_expr = grafana.variable_queries()
+    benches = {r["metric"]["benchmark"] for r in _query(prom, bench_expr)["result"]}
+    assert bench in benches, benches
+    values = {"benchmark": bench, "__rate_interval": "1m"}
+    a_rows = _query(prom, grafana.interpolate(a_expr, values))["result"]
+    values["model_a"] = sorted(r["metric"]["model_a"] for r in a_rows)[0]
+    b_rows = _query(prom, grafana.interpolate(b_expr, values))["result"]
+    assert b_rows, (b_expr, values)
+    values["model_b"] = sorted(r["metric"]["model_b"] for r in b_rows)[0]
+    return values
+
+
+def _every_panel(prom: str, values: dict[str, str], logs: list[Path]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """Every panel query, written as Grafana writes it, returns series carrying the labels its
+    legend names, with numbers (no NaN)."""
+    # increase() needs two samples of a series; the resolution counter was born at the change.
+    _wait("two scrapes of the resolution change counter", lambda: _query(
+        prom, grafana.interpolate(
+            "count_over_time(llm_monitor_state_changes_total{benchmark=${benchmark:doublequote},"
+            'kind="resolution"}[1m]) >= 2', values))["result"], 10, logs)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for title, q in grafana.dashboard_queries():
+        expr = grafana.interpolate(q.expr, values)
+        data = _query(prom, expr)
+        assert data["resultType"] == "vector" and data["result"], (title, expr, data)
+        for series in data["result"]:
+            legend_labels = set(re.findall(r"\{\{(\w+)\}\}", q.legend))
+            assert legend_labels <= set(series["metric"]), (title, series)
+            sample = float(series["value"][1])
+            assert not math.isnan(sample), (title, series)
+            if "model_a" in series["metric"] and "model_a=" in q.expr:
+                assert (series["metric"]["model_a"], series["metric"]["model_b"]) == (
+                    values["model_a"], values["model_b"]), (title, series)
+        results.setdefault(title, []).extend(data["result"])
+    return results
+
+
+# Names as real boards have them: parentheses, commas, dots, spaces, a quote.
+AWKWARD = {"merged(2026-02, probably gemini-3.1-pro)": 0.92,
+           "Meta-Llama-3.1-70B-Instruct (v1.0)": 0.55,
+           'DeepSeek Coder V2 "lite", q4.0': 0.15}
+AWKWARD_BENCH = "MMLU-Pro (v1.1), 5-shot"
+
+
+def test_every_panel_returns_series_for_awkward_model_names(stack: dict[str, Any]) -> None:
+    mon, prom, logs = stack["monitor"], stack["prom"], stack["logs"]
+    status, body = _http("POST", f"{mon}/v1/results", _events(0, 6, AWKWARD, AWKWARD_BENCH))
+    assert status == 202 and body["accepted"] == 18, body
+    _wait("the pairs in Prometheus", lambda: len(_query(
+        prom, "llm_monitor_pair_items")["result"]) == 2, 20, logs)
+    bad = {"benchmark": AWKWARD_BENCH, "item_id": "x", "model": "m", "score": 2}
+    status, body = _http("POST", f"{mon}/v1/results",
+                         [*_events(6, 300, AWKWARD, AWKWARD_BENCH), bad])
+    assert status == 202 and body["invalid"] == 1, body
+    perturbed = [dict(e, variant="perturbed:paraphrase",
+                      score=1 - e["score"] if k % 4 == 0 else e["score"])
+                 for k, e in enumerate(_events(0, 40, AWKWARD, AWKWARD_BENCH))]
+    status, body = _http("POST", f"{mon}/v1/results", perturbed)
+    assert status == 202 and body["accepted"] == len(perturbed), body
+    _, ranking = _http("GET", f"{mon}/v1/benchmarks/{urllib.parse.quote(AWKWARD_BENCH)}/ranking")
+    assert [m["model"] for m in ranking["models"]] == list(AWKWARD), ranking["models"]
+    _wait("the flip-rate series in Prometheus", lambda: _query(
+        prom, "llm_monitor_model_flip_rate")["result"], 20, logs)
+
+    values = _variables(prom, AWKWARD_BENCH, logs)
+    top, second, third = AWKWARD
+    # model_b lists only the partners of the chosen model_a (sorted: "DeepSeek…" first).
+    assert (values["model_a"], values["model_b"]) == (second, third), values
+    results = _every_panel(prom, values, logs)
+    table = {(r["metric"]["__name__"], r["metric"]["model"]): float(r["value"][1])
+             for r in results["Ranking"]}
+    for rank, m in enumerate(ranking["models"], start=1):
+        assert table["llm_monitor_model_rank", m["model"]] == rank
+        assert table["llm_monitor_model_mean", m["model"]] == pytest.approx(m["mean"])
+        assert table["llm_monitor_model_rank_low", m["model"]] == m["rank_low"]
+    evidence = {(r["metric"]["model_a"], r["metric"]["model_b"]): float(r["value"][1])
+                for r in results[next(t for t in results if t.startswith("Evidence"))]}
+    expected = {(p["model_a"], p["model_b"]): p["e_value"] / p["e_threshold"]
+                for p in ranking["pairs"]}
+    assert evidence.keys() == expected.keys() == {(top, second), (second, third)}
+    for pair, ratio in expected.items():
+        assert evidence[pair] == pytest.approx(ratio, rel=1e-6), pair
+    bounds = {r["metric"]["bound"]: float(r["value"][1])
+              for r in results[next(t for t in results if t.startswith("E-value"))]
+              if r["metric"]["__name__"] == "llm_monitor_ranking_e_threshold"}
+    assert bounds == {"min": pytest.approx(min(p["e_threshold"] for p in ranking["pairs"])),
+                      "max": pytest.approx(max(p["e_threshold"] for p in ranking["pairs"]))}

@@ -21,8 +21,9 @@ RULES = REPO / "deploy" / "prometheus" / "rules" / "llm-monitor.rules.yml"
 COMPOSE = REPO / "deploy" / "compose" / "docker-compose.yml"
 PROVISIONING = REPO / "grafana" / "provisioning"
 
-# Grafana's variables, replaced by values of the same syntactic kind before parsing.
-VARIABLES = {"${pair:raw}": ".+", "$benchmark": ".+", "$__rate_interval": "1m", "$alpha": "0.05"}
+# Grafana's variables, written into the queries as Grafana does (names that need quoting).
+VARIABLES = {"benchmark": 'MMLU-Pro "v2"', "model_a": "merged(2026-02, probably gemini-3.1-pro)",
+             "model_b": "Llama 3.1 (70B), instruct", "__rate_interval": "1m"}
 # Series Prometheus itself writes for every scrape target.
 PROMETHEUS_SERIES = {"up"}
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
@@ -60,10 +61,16 @@ def metric_names(expr: str) -> set[str]:
 
 
 def substitute(expr: str) -> str:
-    for var, value in VARIABLES.items():
-        expr = expr.replace(var, value)
-    assert "$" not in expr, f"unknown Grafana variable in {expr!r}"
-    return expr
+    return grafana.interpolate(expr, VARIABLES)
+
+
+def test_interpolation_writes_names_as_exact_matchers() -> None:
+    expr = substitute("x{benchmark=${benchmark:doublequote}, model_a=${model_a:doublequote}}"
+                      "[$__rate_interval]")
+    assert expr == ('x{benchmark="MMLU-Pro \\"v2\\"", '
+                    'model_a="merged(2026-02, probably gemini-3.1-pro)"}[1m]')
+    with pytest.raises(KeyError, match="pair"):
+        grafana.interpolate("x{a=~\"${pair:raw}\"}", VARIABLES)
 
 
 def all_queries() -> list[tuple[str, str]]:
@@ -164,7 +171,8 @@ def test_grafana_alerts_mirror_prometheus_rules() -> None:
 def test_dashboard_variables_panels_and_datasource() -> None:
     dash = json.loads((REPO / grafana.DASHBOARD_FILE).read_text())
     variables = {v["name"]: v for v in dash["templating"]["list"]}
-    assert {"benchmark", "pair"} <= set(variables)
+    assert set(variables) == {"benchmark", "model_a", "model_b"}
+    assert not any(v["multi"] or v["includeAll"] for v in variables.values())
     ds = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
     assert [d["uid"] for d in ds["datasources"]] == [grafana.DATASOURCE_UID]
     for panel in dash["panels"]:
@@ -175,12 +183,21 @@ def test_dashboard_variables_panels_and_datasource() -> None:
     assert len(set(ids)) == len(ids)
     e_panel = next(p for p in dash["panels"] if p["title"].startswith("E-value"))
     assert e_panel["fieldConfig"]["defaults"]["custom"]["scaleDistribution"]["type"] == "log"
-    assert any(t["expr"] == "1 / $alpha" for t in e_panel["targets"])
-    # Per-pair panels follow both variables.
+    # The threshold drawn is the exported one, never a constant 1/α.
+    exprs = [t["expr"] for t in e_panel["targets"]]
+    assert any(e.startswith("llm_monitor_pair_e_threshold{") for e in exprs), exprs
+    assert not any("$alpha" in t["expr"] for p in dash["panels"] for t in p["targets"])
+    # Every label matcher on a variable is an exact match (no regex on model names).
     for panel in dash["panels"]:
         for t in panel["targets"]:
-            if "llm_monitor_pair_" in t["expr"]:
-                assert "$benchmark" in t["expr"] and "${pair:raw}" in t["expr"], t["expr"]
+            assert "=~\"$" not in t["expr"] and ":raw}" not in t["expr"], t["expr"]
+            if "llm_monitor_pair_" in t["expr"] and "model_a=" in t["expr"]:
+                assert "model_b=${model_b:doublequote}" in t["expr"], t["expr"]
+    ranking = next(p for p in dash["panels"] if p["title"] == "Ranking")
+    assert ranking["type"] == "table"
+    assert {metric_names(t["expr"]).pop() for t in ranking["targets"]} == {
+        "llm_monitor_model_rank", "llm_monitor_model_mean", "llm_monitor_model_rank_low",
+        "llm_monitor_model_rank_high"}
 
 
 def test_compose_and_provisioning_fit_together() -> None:

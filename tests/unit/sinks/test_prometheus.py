@@ -23,7 +23,9 @@ EXTRA = {"llm_monitor_model_flip_rate", "llm_monitor_model_flip_pairs",
          # the resolved ranking: pair thresholds, anytime rank sets and tiers
          "llm_monitor_pair_e_threshold", "llm_monitor_ranking_tiers",
          "llm_monitor_ranking_top_resolved", "llm_monitor_model_rank_low",
-         "llm_monitor_model_rank_high"}
+         "llm_monitor_model_rank_high",
+         # the face: the ranking table and the threshold drawn on dashboards
+         "llm_monitor_model_mean", "llm_monitor_model_rank", "llm_monitor_ranking_e_threshold"}
 
 
 def ev(item: int, model: str, score: float) -> ItemResult:
@@ -79,6 +81,16 @@ def test_exposes_exactly_the_contract_names() -> None:
     assert high == {m["model"]: float(m["rank_high"]) for m in rk["models"]}
     assert all(low[m] <= r + 1 <= high[m] for r, m in enumerate(("a", "b", "c")))
     assert got["llm_monitor_ranking_tiers"][0][1] == float(rk["tiers"])
+    means = {s[0]["model"]: s[1] for s in got["llm_monitor_model_mean"]}
+    ranks = {s[0]["model"]: s[1] for s in got["llm_monitor_model_rank"]}
+    assert means == {m["model"]: m["mean"] for m in rk["models"]}
+    assert ranks == {m["model"]: float(m["rank"]) for m in rk["models"]} == {
+        "a": 1.0, "b": 2.0, "c": 3.0}
+    # The ranking's threshold bounds are those of its adjacent pairs' own thresholds.
+    pair_thr = [p["e_threshold"] for p in rk["pairs"]]
+    bounds = {s[0]["bound"]: s[1] for s in got["llm_monitor_ranking_e_threshold"]}
+    assert bounds == {"min": min(pair_thr), "max": max(pair_thr)}
+    assert {s[1] for s in got["llm_monitor_pair_e_threshold"]} == set(pair_thr)
     assert got["llm_monitor_ranking_top_resolved"][0][1] == float(rk["top_resolved"])
     lag = dict((tuple(s[0].items()), s[1]) for s in got["llm_monitor_processing_lag_seconds"])
     assert lag[(("le", "0.0025"),)] == 1.0
