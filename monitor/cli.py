@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from types import ModuleType
 
@@ -17,45 +18,39 @@ def _root() -> None:
     """Is the gap between two language models resolved? Offline reports and a live monitor."""
 
 
-def _command_modules() -> dict[str, ModuleType]:
-    """The module that registers each subcommand, in the order of the help."""
-    from monitor.commands import (
-        calibrate,
-        compare,
-        leakage,
-        power,
-        report,
-        run,
-        schemas,
-        stability,
-        verdict,
-        worker,
-    )
-
-    return {"power": power, "leakage": leakage, "report": report, "stability": stability,
-            "run": run, "demo": run, "calibrate": calibrate, "compare": compare,
-            "verdict": verdict, "schemas": schemas, "worker": worker, "produce": worker}
+#: The module that registers each subcommand, in the order of the help (run and worker
+#: register two commands each).
+_COMMAND_MODULES = {"power": "power", "leakage": "leakage", "report": "report",
+                    "stability": "stability", "run": "run", "demo": "run",
+                    "calibrate": "calibrate", "compare": "compare", "verdict": "verdict",
+                    "schemas": "schemas", "worker": "worker", "produce": "worker"}
 
 
 def build_app(command: str | None = None) -> typer.Typer:
     """The CLI with every subcommand, or only with the module of ``command`` when it names one.
 
-    typer builds the options of every registered command before it parses a command line:
-    for all twelve, about 60 ms of ``llm-monitor power``'s start-up, where a line that names
-    its subcommand needs that one alone. Its help and behaviour are the same.
+    typer builds the options of every registered command before it parses a command line, and
+    each command module imports what its command needs: a line that names its subcommand
+    imports and registers that one alone. Its help and behaviour are the same.
     """
     app = typer.Typer(name="llm-monitor", help=_HELP, no_args_is_help=True,
                       add_completion=False, pretty_exceptions_enable=False)
     app.callback()(_root)
-    modules = _command_modules()
-    chosen = [modules[command]] if command in modules else modules.values()
-    for module in dict.fromkeys(chosen):  # run and worker register two commands each
+    names = ([_COMMAND_MODULES[command]] if command in _COMMAND_MODULES
+             else _COMMAND_MODULES.values())
+    for name in dict.fromkeys(names):
+        module: ModuleType = importlib.import_module(f"monitor.commands.{name}")
         module.register(app)
     return app
 
 
-#: The whole CLI (every subcommand), for tests and tools that drive typer directly.
-app = build_app()
+def __getattr__(name: str) -> typer.Typer:
+    """``monitor.cli.app``: the whole CLI (every subcommand), for tests and tools that drive
+    typer directly — built on first use, since importing every command module costs the
+    start-up of a command line that names one."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,9 +7,9 @@ import typer.core
 import typer.main
 from typer.testing import CliRunner
 
-from monitor.cli import _command_modules, build_app
+from monitor.cli import _COMMAND_MODULES, build_app
 
-NAMES = list(_command_modules())
+NAMES = list(_COMMAND_MODULES)
 
 
 def _commands(app: typer.Typer) -> set[str]:
