@@ -167,10 +167,42 @@ EVENT_MODELS: dict[str, type[BaseModel]] = {
 
 @dataclass
 class Decoded:
-    """The outcome of :func:`decode_events`: valid events and dead letters, each with its index."""
+    """The outcome of :func:`decode_events`: valid events and dead letters, each with its index.
+
+    ``events`` is how many events the body held (NDJSON lines that are not blank, array
+    elements; a body that cannot be split into events counts as one), so that ``len(valid)
+    + rejected == events``. ``invalid`` keeps at most ``keep`` dead letters (all when
+    ``keep`` is None); ``rejected`` and ``reasons`` count every rejection. ``body_error``
+    says why the body as a whole could not be decoded (it is then one invalid event).
+    """
 
     valid: list[tuple[int, ItemResult]] = field(default_factory=list)
     invalid: list[DeadLetter] = field(default_factory=list)
+    events: int = 0
+    rejected: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    body_error: str | None = None
+    keep: int | None = None
+
+    @property
+    def full(self) -> bool:
+        """True when no further dead letter is kept (only counted)."""
+        return self.keep is not None and len(self.invalid) >= self.keep
+
+    def count(self, reason: str) -> None:
+        """Count one rejection without keeping its dead letter."""
+        self.rejected += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+    def reject(self, reason: str, detail: str, payload: str | bytes, *, source: str,
+               index: int) -> None:
+        """Count one rejection and keep its dead letter while fewer than ``keep`` are kept."""
+        self.count(reason)
+        if not self.full:
+            text = payload if isinstance(payload, str) else bytes(
+                payload[:PAYLOAD_LIMIT]).decode("utf-8", "replace")
+            self.invalid.append(dead_letter(reason, detail, text, source=f"{source}[{index}]",
+                                            index=index))
 
 
 _LIST_ADAPTER: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
@@ -207,21 +239,23 @@ def _describe(err: ValidationError, index: int) -> str:
     return f"event {index}: " + "; ".join(parts)
 
 
-def _validate_one(obj: Any, index: int, text: str | None, source: str, out: Decoded) -> None:
-    where = f"{source}[{index}]"
+def _validate_one(obj: Any, index: int, raw: str | bytes | None, source: str,
+                  out: Decoded) -> None:
     if not isinstance(obj, dict):
-        out.invalid.append(dead_letter(
-            "schema", f"event {index}: expected a JSON object, got {type(obj).__name__}",
-            text if text is not None else _safe_dumps(obj), source=where, index=index,
-        ))
+        if out.full:
+            out.count("schema")
+            return
+        out.reject("schema", f"event {index}: expected a JSON object, got {type(obj).__name__}",
+                   raw if raw is not None else _safe_dumps(obj), source=source, index=index)
         return
     try:
         out.valid.append((index, ItemResult.model_validate(obj)))
     except ValidationError as exc:
-        out.invalid.append(dead_letter(
-            "schema", _describe(exc, index), text if text is not None else _safe_dumps(obj),
-            source=where, index=index,
-        ))
+        if out.full:
+            out.count("schema")
+            return
+        out.reject("schema", _describe(exc, index), raw if raw is not None else _safe_dumps(obj),
+                   source=source, index=index)
 
 
 def _safe_dumps(obj: Any) -> str:
@@ -231,16 +265,43 @@ def _safe_dumps(obj: Any) -> str:
         return _truncate(repr(obj))
 
 
-def _loads(text: str) -> Any:
-    # Python's json accepts NaN/Infinity; the score field rejects them with a named reason.
-    return json.loads(text)
+def _long_int(digits: str) -> Any:
+    # An integer of thousands of digits (past Python's int-from-text limit) is read as ±inf:
+    # no field accepts it, so its event is rejected by the schema instead of sinking the body.
+    return int(digits) if len(digits) <= 4000 else float(digits)
 
 
-def decode_events(body: bytes, *, source: str) -> Decoded:
+def _loads(text: str | bytes) -> Any:
+    """One JSON document; raises JSONDecodeError (with ``msg``), RecursionError or ValueError.
+
+    Python's json accepts NaN/Infinity; the score field rejects them with a named reason.
+    Bytes must be UTF-8 (json.loads would guess UTF-16 from some invalid bytes).
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer over the int-from-text limit
+        return json.loads(text, parse_int=_long_int)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nesting too deep"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {exc.start}"
+    return f"invalid JSON: {exc}"
+
+
+def decode_events(body: bytes, *, source: str, keep: int | None = None) -> Decoded:
     """Decode one JSON object, a JSON array of objects, or NDJSON into ItemResults.
 
     Invalid UTF-8, invalid JSON and schema failures become DeadLetters naming the index and
-    field; valid events in the same body are unaffected. Never raises on any bytes.
+    field; valid events in the same body are unaffected (NDJSON is decoded line by line). A
+    JSON array that cannot be decoded as a whole is one invalid event, and ``body_error``
+    says why. Never raises on any bytes.
 
     Parameters
     ----------
@@ -249,60 +310,56 @@ def decode_events(body: bytes, *, source: str) -> Decoded:
     source
         Where the body came from (``"http"``, ``"file.jsonl"``); each dead letter's source is
         ``f"{source}[{index}]"``.
+    keep
+        Keep at most this many dead letters (the rest are only counted in ``rejected`` and
+        ``reasons``): the cost of a hostile body stays proportional to its size, not to the
+        number of its bad lines times the size of a dead letter.
 
     Examples
     --------
     >>> d = decode_events(b'[{"benchmark": "b", "item_id": "1", "model": "m", "score": 1}, 7]',
     ...                   source="http")
-    >>> len(d.valid), d.invalid[0].reason, d.invalid[0].source
-    (1, 'schema', 'http[1]')
+    >>> len(d.valid), d.invalid[0].reason, d.invalid[0].source, d.events
+    (1, 'schema', 'http[1]', 2)
     """
+    out = Decoded(keep=keep)
     try:
-        return _decode(body, source)
+        _decode(body, source, out)
     except Exception as exc:  # last resort: the decoder must never take a worker down
-        out = Decoded()
-        out.invalid.append(dead_letter(
-            "invalid-json", f"undecodable body: {type(exc).__name__}",
-            _truncate(bytes(body[:PAYLOAD_LIMIT]).decode("utf-8", "replace")),
-            source=f"{source}[0]", index=0,
-        ))
-        return out
+        why = f"undecodable body: {type(exc).__name__}"
+        out = Decoded(keep=keep, events=1, body_error=why)
+        out.reject("invalid-json", why, body[:PAYLOAD_LIMIT], source=source, index=0)
+    return out
 
 
-def _decode(body: bytes, source: str) -> Decoded:
-    out = Decoded()
+def _body_invalid(out: Decoded, reason: str, detail: str, body: bytes, source: str) -> None:
+    out.events = 1
+    out.body_error = detail
+    out.reject(reason, f"event 0: {detail}", body, source=source, index=0)
+
+
+def _decode(body: bytes, source: str, out: Decoded) -> None:
     stripped = body.strip()
     if not stripped:
-        out.invalid.append(dead_letter("invalid-json", "event 0: empty body", "",
-                                       source=f"{source}[0]", index=0))
-        return out
-    if stripped[:1] == b"[":
-        return _decode_array(stripped, source)
-    # One object or NDJSON: first try the whole body as one document.
-    try:
-        text = stripped.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None:
+        _body_invalid(out, "invalid-json", "empty body", b"", source)
+        return
+    if stripped[:1] == b"[" and _decode_array(stripped, source, out):
+        return
+    if stripped[:1] != b"[":
+        # One object (possibly spread over several lines), else NDJSON.
         try:
-            obj = _loads(text)
-        except json.JSONDecodeError as exc:
-            if exc.msg != "Extra data":  # one broken document, not several lines
-                out.invalid.append(dead_letter("invalid-json", f"event 0: invalid JSON: {exc}",
-                                               text, source=f"{source}[0]", index=0))
-                return out
-        except RecursionError:
-            out.invalid.append(dead_letter("invalid-json", "event 0: nesting too deep", text,
-                                           source=f"{source}[0]", index=0))
-            return out
+            obj = _loads(stripped)
+        except (ValueError, RecursionError):
+            pass
         else:
-            _validate_one(obj, 0, text, source, out)
-            return out
-    return _decode_ndjson(stripped, source)
+            out.events = 1
+            _validate_one(obj, 0, stripped, source, out)
+            return
+    _decode_ndjson(stripped, source, out)
 
 
-def _decode_array(body: bytes, source: str) -> Decoded:
-    out = Decoded()
+def _decode_array(body: bytes, source: str, out: Decoded) -> bool:
+    """Decode ``body`` as one JSON array; False when it is NDJSON whose first line is one."""
     try:
         # Fast path: the whole array validated in one call, in JSON mode.
         events = _LIST_ADAPTER.validate_json(body)
@@ -310,67 +367,63 @@ def _decode_array(body: bytes, source: str) -> Decoded:
         pass
     else:
         out.valid = list(enumerate(events))
-        return out
+        out.events = len(events)
+        return True
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        out.invalid.append(dead_letter(
-            "invalid-utf8", f"event 0: invalid UTF-8 at byte {exc.start}",
-            body[:PAYLOAD_LIMIT].decode("utf-8", "replace"), source=f"{source}[0]", index=0,
-        ))
-        return out
-    try:
-        arr = _loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":  # NDJSON whose first line happens to be an array
-            return _decode_ndjson(body, source)
-        out.invalid.append(dead_letter("invalid-json", f"event 0: invalid JSON: {exc}", text,
-                                       source=f"{source}[0]", index=0))
-        return out
-    except RecursionError:
-        out.invalid.append(dead_letter("invalid-json", "event 0: nesting too deep", text,
-                                       source=f"{source}[0]", index=0))
-        return out
+        arr = _loads(body)
+    except (ValueError, RecursionError) as exc:
+        extra = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
+        if extra or not body.endswith(b"]"):
+            return False  # lines of JSON, the first of which is an array (or broken)
+        reason = "invalid-utf8" if isinstance(exc, UnicodeDecodeError) else "invalid-json"
+        _body_invalid(out, reason, f"{_why(exc)}; the JSON array cannot be decoded and is "
+                      "counted as one invalid event", body, source)
+        return True
     if not isinstance(arr, list):  # pragma: no cover - a body starting with '[' parses to a list
-        _validate_one(arr, 0, text, source, out)
-        return out
+        out.events = 1
+        _validate_one(arr, 0, body, source, out)
+        return True
+    out.events = len(arr)
     for i, obj in enumerate(arr):
         _validate_one(obj, i, None, source, out)
-    return out
+    return True
 
 
-def _decode_ndjson(body: bytes, source: str) -> Decoded:
-    out = Decoded()
+def _decode_ndjson(body: bytes, source: str, out: Decoded) -> None:
     lines = [ln for ln in body.split(b"\n") if ln.strip()]
+    out.events = len(lines)
+    joined = b"[" + b",".join(lines) + b"]"
+    if all(ln.lstrip()[:1] == b"{" for ln in lines):
+        try:
+            # Fast path: every line valid. The count check guards against a line such as
+            # '{...},{...}' that would otherwise shift the indices of the following lines.
+            events = _LIST_ADAPTER.validate_json(joined)
+        except ValueError:
+            pass
+        else:
+            if len(events) == len(lines):
+                out.valid = list(enumerate(events))
+                return
     try:
-        # Fast path: every line valid. The count check guards against a line such as
-        # '{...},{...}' that would otherwise shift the indices of the following lines.
-        events = _LIST_ADAPTER.validate_json(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        pass
-    else:
-        if len(events) == len(lines):
-            out.valid = list(enumerate(events))
-            return out
+        # Every line is JSON (some are not valid events): parsed at once, checked one by one.
+        objs = _loads(joined)
+    except (ValueError, RecursionError):
+        objs = None
+    del joined
+    if isinstance(objs, list) and len(objs) == len(lines):
+        for i, (obj, raw) in enumerate(zip(objs, lines, strict=True)):
+            _validate_one(obj, i, raw, source, out)
+        return
     for i, raw in enumerate(lines):
-        where = f"{source}[{i}]"
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            out.invalid.append(dead_letter(
-                "invalid-utf8", f"event {i}: invalid UTF-8 at byte {exc.start}",
-                raw[:PAYLOAD_LIMIT].decode("utf-8", "replace"), source=where, index=i,
-            ))
+            obj = _loads(raw)
+        except (ValueError, RecursionError) as exc:
+            if out.full:
+                out.count("invalid-utf8" if isinstance(exc, UnicodeDecodeError) else "invalid-json")
+                continue
+            if isinstance(exc, UnicodeDecodeError):
+                out.reject("invalid-utf8", f"event {i}: {_why(exc)}", raw, source=source, index=i)
+            else:
+                out.reject("invalid-json", f"event {i}: {_why(exc)}", raw, source=source, index=i)
             continue
-        try:
-            obj = _loads(text)
-        except ValueError as exc:
-            out.invalid.append(dead_letter("invalid-json", f"event {i}: invalid JSON: {exc}",
-                                           text, source=where, index=i))
-            continue
-        except RecursionError:
-            out.invalid.append(dead_letter("invalid-json", f"event {i}: nesting too deep",
-                                           text, source=where, index=i))
-            continue
-        _validate_one(obj, i, text, source, out)
-    return out
+        _validate_one(obj, i, raw, source, out)

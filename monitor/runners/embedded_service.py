@@ -45,7 +45,12 @@ EXCLUDED_IDS_CAP = 1000
 
 @dataclass
 class IngestReport:
-    """What one batch did: counts per outcome, rejections with index and reason, new change ids."""
+    """What one batch did: counts per outcome, rejections with index and reason, new change ids.
+
+    ``events`` is how many events the request held (NDJSON lines, array elements; a body
+    that cannot be split into events is one): accepted + duplicate + conflict + invalid
+    equals it. ``body_error`` says why a body was not decoded at all.
+    """
 
     accepted: int = 0
     duplicate: int = 0
@@ -53,14 +58,18 @@ class IngestReport:
     invalid: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     change_ids: list[int] = field(default_factory=list)
+    events: int = 0
+    body_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "events": self.events,
             "accepted": self.accepted, "duplicate": self.duplicate,
             "conflict": self.conflict, "invalid": self.invalid,
             "rejected": self.rejected,
             "changes": len(self.change_ids),
             "last_change_id": self.change_ids[-1] if self.change_ids else None,
+            "body_error": self.body_error,
         }
 
     def counts(self) -> dict[str, int]:
@@ -240,7 +249,9 @@ class EmbeddedService:
         """Decode a request body (object, array or NDJSON) and ingest it."""
         t0 = time.perf_counter()
         decoded = decode_events(body, source=source)
-        return self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0)
+        report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0)
+        report.events, report.body_error = decoded.events, decoded.body_error
+        return report
 
     def ingest(
         self,
@@ -254,7 +265,7 @@ class EmbeddedService:
         t0 = time.perf_counter() if t0 is None else t0
         letters = [self.host.on_invalid(d.reason, d.detail, d.payload, source=d.source,
                                         index=d.index) for d in invalid]
-        report = IngestReport(invalid=len(letters))
+        report = IngestReport(invalid=len(letters), events=len(valid) + len(letters))
         events = [ev for _, ev in valid]
         index = [i for i, _ in valid]
         changes: list[Change] = []

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,12 @@ def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
 class Server:
     """One ``llm-monitor run --port 0`` process; the port is read from its first output line."""
 
-    def __init__(self, db: Path, *args: str, token: str | None = None) -> None:
+    def __init__(self, db: Path, *args: str, token: str | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.db = db
         self.args = args
         self.token = token
+        self.preexec_fn = preexec_fn  # run in the child before exec (e.g. to set an rlimit)
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log = db.with_name(db.name + f".{os.getpid()}.log")
@@ -48,7 +50,8 @@ class Server:
         # The monitor's own settings come from the arguments only, not from the caller's shell.
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_MONITOR_")}
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=out,
-                                     stdin=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.DEVNULL, env=env,
+                                     preexec_fn=self.preexec_fn)
         out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -86,6 +89,16 @@ class Server:
                 self.proc.wait(5)
         self._close()
         return int(self.proc.returncode)
+
+    def memory_kib(self) -> tuple[int, int]:
+        """The process's resident set now and at its peak (VmRSS, VmHWM in /proc), in KiB."""
+        assert self.proc is not None
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0])
+        return fields["VmRSS"], fields["VmHWM"]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

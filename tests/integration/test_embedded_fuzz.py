@@ -1,5 +1,6 @@
 """Fuzz the HTTP ingest with ≥ 10,000 malformed events: no crash, each rejected with a reason,
-the invalid counter equals the number sent, and valid events in the same bodies still count."""
+the invalid counter equals the number sent, and valid events in the same bodies still count —
+including after a malformed first line; every reply accounts for every line it was sent."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _bad_object(rng: np.random.Generator, k: int) -> dict:
 
 
 def _bad_line(rng: np.random.Generator, k: int) -> bytes:
-    """One malformed NDJSON line (never blank, never starting with '[')."""
+    """One malformed NDJSON line (never blank)."""
     r = rng.random()
     if r < 0.6:
         ev = _bad_object(rng, k)
@@ -64,13 +65,20 @@ def _bad_line(rng: np.random.Generator, k: int) -> bytes:
     if r < 0.75:  # invalid JSON
         return [b'{"benchmark": "fuzz", "item_id": ', b"}{", b"nul", b'{"score": 1,}',
                 b"{'single': 'quotes'}", b'{"a": 1} trailing', b'"unterminated',
-                b"\\u0000", b"-", b"{" * 50][int(rng.integers(0, 10))]
+                b"\\u0000", b"-", b"{" * 50, b"[" * 1200,  # deeper than json's recursion limit
+                b'{"benchmark": "fuzz", "item_id": "n", "model": "m", "score": '
+                + b"9" * 5000 + b"}",  # past Python's int-from-text limit of 4,300 digits
+                ][int(rng.integers(0, 12))]
     if r < 0.9:  # invalid UTF-8
         return [b'{"benchmark": "\xc3\x28", "item_id": "1", "model": "m", "score": 1}',
                 b"\xff\xfe\xfd", b'{"model": "\xed\xa0\x80"}', b"\x80abc",
                 bytes(rng.integers(128, 256, size=20, dtype=np.uint8))][int(rng.integers(0, 5))]
     # JSON values that are not objects
     return [b"7", b'"a string"', b"null", b"true", b"1.5"][int(rng.integers(0, 5))]
+
+
+def _account(reply: dict) -> int:
+    return int(reply["accepted"] + reply["duplicate"] + reply["conflict"] + reply["invalid"])
 
 
 def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
@@ -84,9 +92,9 @@ def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
         for body_no in range(24):
             lines: list[bytes] = []
             expected_bad: list[int] = []
-            # The first line is a valid event, so the body is read as NDJSON, not one document.
+            # Every other body starts with a malformed line: it must not take the others down.
             for j in range(460):
-                if j % 23 == 0:
+                if j % 23 == 11 * (body_no % 2):
                     lines.append(json.dumps(dict(BASE, item_id=f"ok{body_no}-{j}")).encode())
                     sent_valid += 1
                 else:
@@ -95,6 +103,7 @@ def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
                 k += 1
             status, reply = srv.post(b"\n".join(lines) + b"\n")
             assert status == 202, reply
+            assert _account(reply) == reply["events"] == len(lines), (body_no, reply)
             assert reply["invalid"] == len(expected_bad), (body_no, reply["invalid"])
             assert [r["index"] for r in reply["rejected"]] == expected_bad
             for r in reply["rejected"]:
@@ -109,12 +118,22 @@ def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
             status, reply = srv.post(body)
             assert status == 400, (body, reply)
             assert reply["invalid"] == 1 and reply["accepted"] == 0, (body, reply)
+            assert _account(reply) == reply["events"] == 1, (body, reply)
             sent_invalid += 1
+        # An array too deep for the decoder is one invalid event, and the reply says why.
+        deep = b"[" + json.dumps(BASE).encode() + b", " + b"[" * 1200 + b"]" * 1200 + b"]"
+        status, reply = srv.post(deep)
+        assert status == 400 and _account(reply) == reply["invalid"] == 1, reply
+        assert "nesting too deep" in reply["body_error"], reply
+        sent_invalid += 1
         # An array of bad objects: one rejection per element, with its index.
         arr = [_bad_object(rng, k + i) for i in range(300)]
-        status, reply = srv.post(json.dumps(arr).encode())
+        text = json.dumps(arr).replace('"score": 1}', '"score": 1' + "0" * 5000 + "}", 1)
+        assert "0" * 5000 in text  # one element's score past Python's int-from-text limit
+        status, reply = srv.post(text.encode())
         assert reply["invalid"] == len(arr) and [r["index"] for r in reply["rejected"]] == list(
             range(len(arr))), reply
+        assert _account(reply) == reply["events"] == len(arr), reply
         sent_invalid += len(arr)
 
         print(f"\nfuzz test: {sent_invalid} malformed events rejected ({reasons} in NDJSON "

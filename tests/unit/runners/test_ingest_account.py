@@ -1,0 +1,61 @@
+"""Every body is accounted for line by line: valid + rejected = events, a bad line never
+takes its neighbours down, and at most ``keep`` dead letters are built however bad the body."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from monitor.contracts import decode_events
+
+GOOD = {"benchmark": "b", "item_id": "i", "model": "m", "score": 1}
+LINE = json.dumps(GOOD).encode()
+BAD_LINES = [b"{oops", b"7", b"\xff\xfe", b"[" * 1500, b'{"score": ' + b"9" * 5000 + b"}",
+             json.dumps({**GOOD, "score": 2}).encode(), b"null", b'"x"', b"{" * 50]
+
+
+def test_a_bad_first_line_does_not_sink_the_body() -> None:
+    d = decode_events(b"{oops\n" + LINE + b"\n" + LINE + b"\n", source="http")
+    assert [i for i, _ in d.valid] == [1, 2]
+    assert [(x.index, x.reason) for x in d.invalid] == [(0, "invalid-json")]
+    assert d.events == 3 and d.rejected == 1 and d.body_error is None
+
+
+def test_a_deep_array_is_one_invalid_body_with_its_reason() -> None:
+    body = b"[" + LINE + b", " + b"[" * 1500 + b"]" * 1500 + b"]"
+    d = decode_events(body, source="http")
+    assert d.events == 1 and d.rejected == 1 and not d.valid
+    assert d.body_error is not None and "nesting too deep" in d.body_error
+    assert d.invalid[0].index == 0 and "counted as one invalid event" in d.invalid[0].detail
+
+
+def test_a_huge_integer_rejects_only_its_own_event() -> None:
+    body = json.dumps([GOOD, {**GOOD, "model": "n"}]).encode().replace(
+        b'"score": 1}]', b'"score": 1' + b"0" * 5000 + b"}]")
+    d = decode_events(body, source="http")
+    assert [i for i, _ in d.valid] == [0]
+    assert [(x.index, x.reason) for x in d.invalid] == [(1, "schema")]
+    assert "'score'" in d.invalid[0].detail and d.events == 2
+
+
+def test_random_bodies_add_up_line_by_line() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        good = rng.random(n) < 0.5
+        lines = [LINE if g else BAD_LINES[int(rng.integers(0, len(BAD_LINES)))] for g in good]
+        d = decode_events(b"\n".join(lines) + b"\n", source="http")
+        assert d.events == n, (d.events, n, lines[:2])
+        assert [i for i, _ in d.valid] == np.flatnonzero(good).tolist(), lines
+        assert sorted(x.index or 0 for x in d.invalid) == np.flatnonzero(~good).tolist(), lines
+        assert len(d.valid) + d.rejected == n
+
+
+def test_keep_bounds_the_dead_letters_built_and_counts_the_rest() -> None:
+    body = b"1\n" * 50_000 + LINE + b"\n" + b"{oops\n" * 10
+    d = decode_events(body, source="http", keep=5)
+    assert [i for i, _ in d.valid] == [50_000]
+    assert [x.index for x in d.invalid] == [0, 1, 2, 3, 4]
+    assert d.rejected == 50_010 and d.reasons == {"schema": 50_000, "invalid-json": 10}
+    assert d.events == 50_011
