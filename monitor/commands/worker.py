@@ -25,6 +25,14 @@ from monitor.commands.run import (
 from monitor.errors import ConfigError
 
 
+def _need_kafka(module: str) -> None:
+    """The Kafka runner's packages are the optional ``kafka`` extra: say so, not a traceback."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"the Kafka runner needs {module}: pip install 'llm-monitor[kafka]'")
+
+
 def produce_file(
     paths: list[Path], *, broker: str, shuffle: bool = False, seed: int = 0,
     limit: int | None = None, benchmark: str | None = None, model: str | None = None,
@@ -32,6 +40,7 @@ def produce_file(
     partitions: int = 3,
 ) -> int:
     """Send the results of tables / lm-eval samples as ItemResult JSON, key = benchmark."""
+    _need_kafka("kafka")
     from kafka import KafkaProducer
 
     from monitor.runners.kafka_admin import ensure_topics
@@ -104,7 +113,9 @@ def register(app: typer.Typer) -> None:
                            include_leak_suspect=include_leak_suspect,
                            eval_interval=eval_interval),
         )
+        _need_kafka("kafka")
         if settings.engine == "faust":
+            _need_kafka("faust")
             from monitor.runners.faust_app import run_faust
 
             raise typer.Exit(run_faust(settings))
