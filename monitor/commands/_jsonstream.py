@@ -1,7 +1,7 @@
 """``--json`` of a document with one very long list, written in chunks as it is rendered.
 
 The list arrives as runs of :class:`~monitor.offline.report.PairColumn` (one column per key)
-and each run is rendered column by column — one ``repr`` per number, no object per entry —
+and each run is rendered column by column — a column of numbers at once, no object per entry —
 to exactly the text ``json.dumps(jsonable(doc), indent=2, allow_nan=False)`` would print,
 without holding that text (hundreds of MB for the 499,500 pairs of 1,000 models) in memory.
 """
@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 import numpy as np
+import orjson
 
 from monitor.contracts import jsonable, wire_float
 from monitor.offline.report import PairColumn, ResolutionReport
@@ -111,10 +112,18 @@ def _float_tokens(x: np.ndarray) -> list[str]:
         if bits.size * 2 <= x.size:
             distinct = _float_tokens(bits.view(np.float64))
             return [distinct[i] for i in inverse.reshape(-1).tolist()]
-    values = x.tolist()
-    out = list(map(float.__repr__, values))
-    for i in np.flatnonzero(~np.isfinite(x)).tolist():
-        out[i] = json.dumps(wire_float(values[i]))
+    if x.size == 0:
+        return []
+    # orjson writes the shortest round-trip digits, as repr does, at a quarter of repr's cost;
+    # the two lay them out alike except below 1e-4 in magnitude (0.00001 vs repr's 1e-05) and
+    # for non-finite values (null): those few are written by repr and wire_float.
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = orjson.dumps(x, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].decode().split(",")
+    finite = np.isfinite(x)
+    for i in np.flatnonzero(finite & (np.abs(x) < 1e-4)).tolist():
+        out[i] = repr(float(x[i]))
+    for i in np.flatnonzero(~finite).tolist():
+        out[i] = json.dumps(wire_float(float(x[i])))
     return out
 
 

@@ -81,6 +81,24 @@ def test_json_edge_values_and_keys_only_some_objects_have() -> None:
             == '{\n  "pairs": [\n' + render_objects(empty, indent=4) + "\n  ]\n}")
 
 
+def test_a_column_of_floats_is_written_as_json_writes_each() -> None:
+    # Every magnitude from subnormal to the largest double, both signs, the layout switches of
+    # repr (1e-4, 1e16), non-finite values, and a column long enough for the distinct-value path.
+    rng = np.random.default_rng(7)
+    x = np.concatenate([
+        rng.random(50_000) * 10.0 ** rng.integers(-320, 300, 50_000),
+        -rng.random(5_000) * 10.0 ** rng.integers(-30, 30, 5_000),
+        np.nextafter(1e-4, [0.0, 1.0]), np.nextafter(1e16, [0.0, np.inf]),
+        [0.0, -0.0, 1e-4, -1e-4, 1e16, 5e-324, 1.7976931348623157e308, 0.1, math.nan,
+         math.inf, -math.inf],
+    ])
+    for column in (x, np.repeat(x[:600], 3)):
+        text = render_objects([PairColumn("v", "float", column)], indent=4)
+        whole = json.dumps({"pairs": [{"v": jsonable(v)} for v in column.tolist()]}, indent=2,
+                           allow_nan=False)
+        assert '{\n  "pairs": [\n' + text + "\n  ]\n}" == whole
+
+
 def _csv(path: Path, report_table: ScoreTable) -> Path:
     x = report_table.scores
     lines = ["item_id,grp," + ",".join(f"m{j}" for j in range(x.shape[1]))]
