@@ -185,6 +185,9 @@ ExcludeFlagOpt = Annotated[list[str] | None, typer.Option(
 IncludeLeakOpt = Annotated[bool | None, typer.Option(
     "--include-leak-suspect/--exclude-leak-suspect",
     help="count items flagged leak-suspect in resolution (default: excluded)")]
+SamplesOpt = Annotated[int | None, typer.Option(
+    "--samples", help="K, the samples each model answers every item with (field `sample` "
+    "0 … K−1); an item counts with the mean of its K samples once all are in (default: 1)")]
 EvalIntervalOpt = Annotated[float | None, typer.Option(
     help="seconds between verdict evaluations while results stream in, 0 after every batch (default: 0.25)")]
 
@@ -193,9 +196,9 @@ def core_options(*, alpha: float | None, power: float | None, family: str | None
                  correction: str | None, per_pair_series: str | None,
                  exclude_flag: list[str] | None, include_leak_suspect: bool | None,
                  eval_interval: float | None, planned_models: int | None = None,
-                 ) -> dict[str, Any]:
+                 samples: int | None = None) -> dict[str, Any]:
     """The core options as Settings keywords (None: not given on the command line)."""
-    return {"alpha": alpha, "power": power, "planned_models": planned_models,
+    return {"alpha": alpha, "power": power, "planned_models": planned_models, "samples": samples,
             "family": family, "correction": correction,
             "per_pair_series": per_pair_series,
             "exclude_flags": tuple(exclude_flag) if exclude_flag else None,
@@ -228,6 +231,7 @@ def register(app: typer.Typer) -> None:
         exclude_flag: ExcludeFlagOpt = None,
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
+        samples: SamplesOpt = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
         sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash) (default: FULL)")] = None,
         view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view (default: on)")] = None,
@@ -249,7 +253,7 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval),
+                           eval_interval=eval_interval, samples=samples),
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,

@@ -30,6 +30,11 @@ VALID_EXAMPLES: dict[str, tuple[str, Any]] = {
         {"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": 0,
          "cluster": "math", "variant": "perturbed:paraphrase", "flags": ["leak-suspect"]},
     ),
+    "item_result_repeated_sample.json": (
+        "ItemResult",
+        {"benchmark": "gsm8k", "item_id": "1041", "model": "gpt-4o", "score": 1,
+         "sample": 3, "run_id": "avg-at-8"},
+    ),
     "resolution_change.json": (
         "ResolutionChange",
         {"change_id": 42, "benchmark": "mmlu_pro", "model_a": "gpt-4o", "model_b": "claude-3",
@@ -70,6 +75,10 @@ INVALID_EXAMPLES: dict[str, dict[str, Any]] = {
     "score_nan.json": _invalid(
         '{"benchmark": "mmlu_pro", "item_id": "70", "model": "gpt-4o", "score": NaN}',
         "score",
+    ),
+    "sample_negative.json": _invalid(
+        '{"benchmark": "gsm8k", "item_id": "7", "model": "gpt-4o", "score": 1, "sample": -1}',
+        "sample",
     ),
     "missing_model.json": _invalid(
         '{"benchmark": "mmlu_pro", "item_id": "70", "score": 1}',

@@ -63,8 +63,12 @@ class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
     the pair sums over the items not excluded from resolution."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, samples: int = 1) -> None:
         self.name = name
+        # K samples per (item, model): with K > 1 the samples wait in Y (items × models × K,
+        # NaN = absent) and a cell enters X, with their mean, when its K-th sample arrives.
+        self.samples = samples
+        self.Y: FloatArray | None = np.full((256, 8, samples), np.nan) if samples > 1 else None
         self.item_row: dict[str, int] = {}
         self.item_ids: list[str] = []
         self.model_col: dict[str, int] = {}
@@ -131,6 +135,10 @@ class BenchmarkState:
             X = np.full((cap, self.X.shape[1]), np.nan)
             X[:r] = self.X
             self.X = X
+            if self.Y is not None:
+                Y = np.full((cap, *self.Y.shape[1:]), np.nan)
+                Y[:r] = self.Y
+                self.Y = Y
             self.group = np.concatenate([self.group, np.zeros(cap - r, dtype=np.int32)])
             self.excluded_rows = np.concatenate([self.excluded_rows, np.zeros(cap - r, bool)])
         self.item_row[item_id] = r
@@ -157,6 +165,10 @@ class BenchmarkState:
             X = np.full((self.X.shape[0], cap), np.nan)
             X[:, :c] = self.X
             self.X = X
+            if self.Y is not None:
+                Y = np.full((self.Y.shape[0], cap, self.samples), np.nan)
+                Y[:, :c] = self.Y
+                self.Y = Y
             self.n, self.sx, self.p, self.codes = (
                 _grown(a, cap) for a in (self.n, self.sx, self.p, self.codes))
             self.decided_at = _grown(self.decided_at, cap, fill=-1)
@@ -174,8 +186,7 @@ class BenchmarkState:
         arrays = [self.X, self.group, self.excluded_rows, self.n, self.sx, self.p, self.codes,
                   self.decided_at,
                   *(getattr(self.paths, f) for f in self.paths.__dataclass_fields__)]
-        if self.sx2 is not None:
-            arrays.append(self.sx2)
+        arrays += [a for a in (self.sx2, self.Y) if a is not None]
         return int(sum(a.nbytes for a in arrays))
 
     def to_float(self) -> None:
@@ -314,6 +325,19 @@ class BenchmarkState:
             groups=self.cluster_sums(a, b) if clusters else None,
             paths=self.paths.seen_from(lo * self.cap + hi, a > b),
         )
+
+    def within_sums(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray]:
+        """Σ (w_a + w_b) over the complete, non-excluded items of the pairs (a[i], b[i]), w the
+        sampling variance of a cell's mean, s²/K, from its samples (O(items × K) per model
+        read), and the number of those items (:func:`monitor.stats.samples.pair_within`)."""
+        from monitor.stats.samples import mean_variance, pair_within
+
+        rows, k = len(self.item_ids), self.k
+        w = np.full((rows, k), np.nan)
+        if self.Y is not None:
+            cols = np.unique(np.r_[a, b])
+            w[:, cols] = mean_variance(self.Y[:rows, cols])
+        return pair_within(self.X[:rows, :k], w, a, b, keep=~self.excluded_rows[:rows])
 
     def cluster_sums(self, a: IntArray, b: IntArray) -> GroupSums:
         """Per-cluster sums of D = x_a − x_b for the cluster-robust design effect, from the

@@ -42,6 +42,11 @@ class CoreConfig:
         series per scrape); every pair stays readable over the HTTP API.
     exclude_flags
         Items carrying any of these flags are excluded from resolution (empty: off).
+    samples
+        K, the samples every model answers each item with (``ItemResult.sample`` 0 … K − 1).
+        An (item, model) enters the pair statistics once, with the mean of its K samples, when
+        its K-th sample arrives (docs/live-core.md, "Repeated samples"); 1 (the default) is one
+        answer per item, the 0/1 fast path.
     """
 
     alpha: float = 0.05
@@ -52,6 +57,7 @@ class CoreConfig:
     per_pair_series: Family = "adjacent"
     pair_series_limit: int = 1000
     exclude_flags: tuple[str, ...] = ("leak-suspect",)
+    samples: int = 1
 
     def __post_init__(self) -> None:
         if not (0.0 < self.alpha < 1.0):
@@ -69,6 +75,8 @@ class CoreConfig:
         if not (isinstance(self.pair_series_limit, int) and self.pair_series_limit >= 0):
             raise ValueError("`pair_series_limit` must be an integer ≥ 0, got "
                              f"{self.pair_series_limit!r}")
+        if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
+            raise ValueError(f"`samples` must be an integer in [1, 1024], got {self.samples!r}")
         if self.correction not in METHODS:
             raise ValueError(
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"

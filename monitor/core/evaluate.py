@@ -87,4 +87,5 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
         family_alpha=fam_alpha, power=config.power, code=code, source=st,
         levels_of=levels_of, decided_ts=st.decided_time,
         binary_board=bool(np.all(st.nonbinary[:k] == 0)),
+        samples=st.samples, within_of=st.within_sums if st.samples > 1 else None,
     )

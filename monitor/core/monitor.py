@@ -48,6 +48,7 @@ from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import PairTable, PairView, verdict_text
+from monitor.stats.samples import cell_means
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 Change = ResolutionChange | RankingChange
@@ -135,7 +136,7 @@ class Monitor:
         for i, ev in enumerate(events):
             st = benches.get(ev.benchmark)
             if st is None:
-                st = benches[ev.benchmark] = BenchmarkState(ev.benchmark)
+                st = benches[ev.benchmark] = BenchmarkState(ev.benchmark, self.config.samples)
             pend = pending.get(ev.benchmark)
             if pend is None:
                 pend = pending[ev.benchmark] = _Pending()
@@ -146,10 +147,13 @@ class Monitor:
                 c = st.model_col.get(ev.model)
                 if c is None:
                     c = st.col_of(ev.model)
-                pend.index.append(i)
-                pend.rows.append(r)
-                pend.cols.append(c)
-                pend.scores.append(ev.score)
+                if st.Y is None and ev.sample == 0:
+                    pend.index.append(i)
+                    pend.rows.append(r)
+                    pend.cols.append(c)
+                    pend.scores.append(ev.score)
+                else:
+                    outcomes[i] = _take_sample(st, pend, i, ev, r, c)
                 if ev.flags:
                     pend.flagged.append((i, ev.item_id, ev.flags))
             else:
@@ -188,6 +192,8 @@ class Monitor:
         return bool(self._dirty)
 
     def _perturbed(self, st: BenchmarkState, pend: _Pending, ev: ItemResult) -> Outcome:
+        if ev.sample != 0:
+            return "conflict"  # perturbed variants take one answer per (item, model)
         key = (ev.variant, ev.item_id, ev.model)
         old = st.perturbed.get(key)
         if old is None:
@@ -251,12 +257,22 @@ class Monitor:
 
     def _conflict(self, ev: ItemResult, i: int, sources: Sequence[str] | None) -> DeadLetter:
         st = self._benches[ev.benchmark]
-        if ev.variant == "original":
-            had = float(st.X[st.item_row[ev.item_id], st.model_col[ev.model]])
+        cell = f"event {i}: item {ev.item_id!r} of model {ev.model!r} on {ev.benchmark!r}"
+        if ev.variant != "original" and ev.sample != 0:
+            detail = (f"{cell} ({ev.variant}): a perturbed variant takes one answer per item "
+                      f"and model (sample 0); got sample {ev.sample}")
+        elif ev.variant == "original" and ev.sample >= st.samples:
+            detail = (f"{cell}: sample {ev.sample} is outside 0…{st.samples - 1}: the monitor "
+                      f"takes {st.samples} sample(s) per item and model (option --samples)")
         else:
-            had = st.perturbed[(ev.variant, ev.item_id, ev.model)]
-        detail = (f"event {i}: item {ev.item_id!r} of model {ev.model!r} on {ev.benchmark!r} "
-                  f"({ev.variant}) already has score {had!r}; got {ev.score!r}")
+            if ev.variant != "original":
+                had = st.perturbed[(ev.variant, ev.item_id, ev.model)]
+            else:
+                r, c = st.item_row[ev.item_id], st.model_col[ev.model]
+                had = float(st.X[r, c] if st.Y is None else st.Y[r, c, ev.sample])
+            sample = f", sample {ev.sample}" if st.Y is not None else ""
+            detail = (f"{cell} ({ev.variant}{sample}) already has score {had!r}; "
+                      f"got {ev.score!r}")
         source = sources[i] if sources is not None else f"batch[{i}]"
         return dead_letter("conflict", detail, ev.model_dump_json(), source=source, index=i,
                            ts=self._now())
@@ -387,7 +403,11 @@ class Monitor:
             prefix = f"{i}/"
             mine = {key[len(prefix):]: value for key, value in arrays.items()
                     if key.startswith(prefix)}
-            mon._benches[b["name"]] = bench_from_snapshot(b["name"], b, mine)
+            st = bench_from_snapshot(b["name"], b, mine)
+            if st.samples != mon.config.samples:
+                raise ValueError(f"snapshot of {b['name']!r} holds {st.samples} sample(s) per "
+                                 f"item and model, the configuration {mon.config.samples}")
+            mon._benches[b["name"]] = st
             if b["dirty"]:
                 mon._dirty[b["name"]] = None
         return mon
@@ -493,6 +513,27 @@ class Monitor:
         if st is None:
             raise KeyError(f"unknown benchmark {benchmark!r}")
         return st
+
+
+def _take_sample(st: BenchmarkState, pend: _Pending, i: int, ev: ItemResult, r: int,
+                 c: int) -> Outcome | None:
+    """One sample of an ``original`` result on a board of K samples per (item, model): kept
+    in ``st.Y``; the sample completing its cell joins the batch's new cells with the cell's
+    mean (its outcome is the fold's: ``accepted``), and None is returned for it."""
+    if st.Y is None or ev.sample >= st.samples:
+        return "conflict"
+    y = st.Y[r, c]
+    old = y[ev.sample]
+    if not np.isnan(old):
+        return "duplicate" if old == ev.score else "conflict"
+    y[ev.sample] = ev.score
+    if np.isnan(y).any():
+        return "accepted"
+    pend.index.append(i)
+    pend.rows.append(r)
+    pend.cols.append(c)
+    pend.scores.append(float(cell_means(y[None, :])[0]))
+    return None
 
 
 def _tier_groups(ranking: tuple[tuple[str, ...], bool, tuple[int, ...]]

@@ -41,6 +41,8 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
     }
     if st.sx2 is not None:
         arrays["sx2"] = st.sx2[:k, :k]
+    if st.Y is not None:
+        arrays["y"] = st.Y[:rows, :k]  # the samples, of complete cells and waiting ones
     for name in PairPaths.__dataclass_fields__:
         grid = getattr(st.paths, name).reshape(cap, cap)[:k, :k]
         if name in _DENSE_PATHS:
@@ -60,13 +62,15 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
                          list(st.last_ranking[2])],
         "times": [t.isoformat() for t in st.times],
     }
+    if st.samples > 1:
+        header["samples"] = st.samples  # absent: one sample per (item, model)
     return header, arrays
 
 
 def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
                         ) -> BenchmarkState:
     """Rebuild one benchmark's state from :func:`bench_to_snapshot` output."""
-    st = BenchmarkState(name)
+    st = BenchmarkState(name, int(header.get("samples", 1)))
     st.excluded = set(header["excluded"])
     for cl in header["clusters"]:
         st.cluster_id[cl] = len(st.clusters)
@@ -81,6 +85,8 @@ def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.
     x = arrays["x"]
     st.X[:rows, :k] = np.where(x < 0, np.nan, x) if header["binary_codes"] else x
     st.nonbinary[:k] = arrays["nonbinary"]
+    if st.Y is not None:
+        st.Y[:rows, :k] = arrays["y"]
     if "sx2" in arrays:
         st.to_float()
         assert st.sx2 is not None

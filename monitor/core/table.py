@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from monitor.stats.figures import PairFigures, PairRecord, PairSums, e_of, pair_figures
 from monitor.stats.ranks import rank_sets_from_resolved, tiers
+from monitor.stats.samples import variance_split
 
 FloatArray = NDArray[np.float64]
 
@@ -38,6 +39,8 @@ class PairView:
     verdict: str
     figures: PairRecord
     decided_ts: str | None = None  # ISO time of the decision (None while unresolved)
+    # Repeated samples: the between-item / within-item split of sigma_d2 (VarianceSplit.record)
+    split: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
@@ -60,6 +63,8 @@ class PairView:
         }
         if f.binary:
             out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
+        if self.split is not None:
+            out.update(self.split)
         return out
 
 
@@ -108,6 +113,10 @@ class PairTable:
     decided_ts: Callable[[int, int], datetime | None] = field(
         default=lambda a, b: None, compare=False, repr=False)
     binary_board: bool = True  # every score so far is 0 or 1
+    samples: int = 1  # K samples per (item, model); with K > 1 views carry the variance split
+    within_of: Callable[[NDArray[np.int64], NDArray[np.int64]],
+                        tuple[FloatArray, FloatArray]] | None = field(
+        default=None, compare=False, repr=False)
     _records: dict[tuple[int, int], PairRecord] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -201,10 +210,18 @@ class PairTable:
     def views(self, pairs: list[tuple[int, int]]) -> list[PairView]:
         """The pairs as :class:`PairView` (A = the first index of each pair)."""
         out = []
-        for (a, b), rec in zip(pairs, self.records(pairs), strict=True):
-            ts = self.decided_ts(min(a, b), max(a, b))
-            out.append(PairView(self.models[a], self.models[b], self.verdict(a, b), rec,
-                                None if ts is None else ts.isoformat()))
+        records = self.records(pairs)
+        split = None
+        if self.within_of is not None and pairs:
+            a = np.asarray([p[0] for p in pairs], dtype=np.int64)
+            b = np.asarray([p[1] for p in pairs], dtype=np.int64)
+            split = variance_split([r.sigma_d2 for r in records], *self.within_of(a, b),
+                                   samples=self.samples)
+        for j, ((a_, b_), rec) in enumerate(zip(pairs, records, strict=True)):
+            ts = self.decided_ts(min(a_, b_), max(a_, b_))
+            out.append(PairView(self.models[a_], self.models[b_], self.verdict(a_, b_), rec,
+                                None if ts is None else ts.isoformat(),
+                                None if split is None else split.record(j)))
         return out
 
     def view(self, a: int, b: int) -> PairView:

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import InputError
+from monitor.stats.samples import cell_means, mean_variance
 
 GroupKind = Literal["cluster", "strata"]
 
@@ -63,6 +64,17 @@ class ScoreTable:
         Long tables: the 0-based data row at which each score first appears (−1 where
         absent), i.e. the order the results came in; None for wide tables, whose order is
         row by row, models left to right.
+    samples : ndarray of int, shape (n_items, n_models), or None
+        Long tables with a ``sample`` column (repeated samples per item and model): the
+        samples of each cell (0 where absent); ``scores`` are then the cells' means and
+        ``arrival`` the row of each cell's last sample (when it became complete). None: one
+        score per cell.
+    mean_var : ndarray, shape (n_items, n_models), or None
+        With ``samples``: the estimated sampling variance of each cell's mean, s²/K
+        (:func:`monitor.stats.samples.mean_variance`; NaN with fewer than two samples).
+    born : ndarray of int, shape (n_models,), or None
+        With ``samples``: the row of each model's first sample. A model joins the board at its
+        first sample, which may come before its first complete item.
     """
 
     source: str
@@ -74,6 +86,9 @@ class ScoreTable:
     group_kind: GroupKind | None = None
     group_col: str | None = None
     arrival: NDArray[np.int64] | None = None
+    samples: NDArray[np.int64] | None = None
+    mean_var: NDArray[np.float64] | None = None
+    born: NDArray[np.int64] | None = None
 
     def arrival_order(self) -> NDArray[np.int64]:
         """The arrival rank of every present score (−1 where absent): ``arrival`` for long
@@ -127,7 +142,17 @@ class ScoreTable:
             groups=None if self.groups is None else self.groups[keep],
             group_kind=self.group_kind, group_col=self.group_col,
             arrival=None if self.arrival is None else self.arrival[:, cols][keep],
+            samples=None if self.samples is None else self.samples[:, cols][keep],
+            mean_var=None if self.mean_var is None else self.mean_var[:, cols][keep],
+            born=None if self.born is None else self.born[cols],
         )
+
+    def sample_count(self) -> float:
+        """K, the mean number of samples of the present cells (1 without a sample column)."""
+        if self.samples is None:
+            return 1.0
+        present = ~np.isnan(self.scores)
+        return float(self.samples[present].mean()) if present.any() else 1.0
 
     def n_items(self) -> NDArray[np.int64]:
         """Number of items each model has, in ``models`` order."""
@@ -392,6 +417,14 @@ def _first_appearance_codes(
     return uniq[order], rank[inverse.reshape(-1)], first[order]
 
 
+def _parse_sample(cell: str) -> float | str:
+    """A ``sample`` cell → its index (an integer ≥ 0), or why it is not one."""
+    t = cell.rstrip("\x00").strip()
+    if not t.isdigit() or len(t) > 7:
+        return f"sample {cell!r} is not an integer in [0, 1000000]"
+    return float(int(t))
+
+
 def _resolve_id_col(header: list[str], id_col: str | None, source: str,
                     *, first_column_fallback: bool) -> str:
     if id_col is not None:
@@ -448,7 +481,8 @@ def _read_long(
     cols: _Columns, *, source: str, id_col: str | None, group_col: str | None,
     benchmark: str | None, na_as_wrong: bool,
 ) -> tuple[str | None, NDArray[np.str_], tuple[str, ...], NDArray[np.float64],
-           NDArray[np.str_] | None, NDArray[np.int64]]:
+           NDArray[np.str_] | None, NDArray[np.int64], NDArray[np.int64] | None,
+           NDArray[np.float64] | None, NDArray[np.int64] | None]:
     header = cols.header
     idc = _resolve_id_col(header, id_col, source, first_column_fallback=False)
     score_name = _score_col(header) or _SCORE_DEFAULTS[0]
@@ -456,6 +490,7 @@ def _read_long(
     lines: Sequence[int] = cols.lines
     ids, models, cells = cols.get(idc), cols.get("model"), cols.get(score_name)
     groups_raw = cols.get(group_col) if group_col else None
+    samples_raw = cols.get("sample") if "sample" in header else None
 
     if "benchmark" in header:
         bench = np.asarray(cols.get("benchmark"), dtype=str)
@@ -477,6 +512,8 @@ def _read_long(
             lines = [lines[i] for i in idx]
             if groups_raw is not None:
                 groups_raw = [groups_raw[i] for i in idx]
+            if samples_raw is not None:
+                samples_raw = [samples_raw[i] for i in idx]
 
     for name, column in ((idc, ids), ("model", models)):
         blank = np.char.strip(np.asarray(column, dtype=str)) == ""
@@ -492,9 +529,15 @@ def _read_long(
         groups = _group_labels(item_codes, item_first, groups_raw, lines=lines,
                                source=source, field=group_col)
 
+    sample = None
+    if samples_raw is not None:
+        sample = _parse_cells(samples_raw, _parse_sample, lines=lines, source=source,
+                              field="sample").astype(np.int64)
     present = ~np.isnan(values)
     rows = np.flatnonzero(present)
-    key = item_codes[rows].astype(np.int64) * len(model_names) + model_codes[rows]
+    n_samples = int(sample[rows].max()) + 1 if sample is not None and rows.size else 1
+    cell = item_codes[rows].astype(np.int64) * len(model_names) + model_codes[rows]
+    key = cell * n_samples + (sample[rows] if sample is not None else 0)
     order = np.argsort(key, kind="stable")
     skey, svals = key[order], values[rows][order]
     same = skey[1:] == skey[:-1]
@@ -502,17 +545,32 @@ def _read_long(
     if conflict.any():
         k = _first_index(conflict)
         first_row, second_row = rows[order[k]], rows[order[k + 1]]
+        which = f" sample {sample[second_row]}" if sample is not None else ""
         raise InputError(
-            f"item {ids[second_row]!r} of model {models[second_row]!r} has two different "
-            f"scores ({cells[first_row].strip()} at line {lines[first_row]} and "
+            f"item {ids[second_row]!r} of model {models[second_row]!r}{which} has two "
+            f"different scores ({cells[first_row].strip()} at line {lines[first_row]} and "
             f"{cells[second_row].strip()})",
             source=source, line=lines[second_row], field=score_name)
-    scores = np.full((len(item_ids), len(model_names)), np.nan)
+    shape = (len(item_ids), len(model_names))
+    if sample is not None:
+        # Each (cell, sample) at its first row; a cell is complete at its last sample's row.
+        first = order[np.r_[True, ~same]]
+        flat = np.full((shape[0] * shape[1], n_samples), np.nan)
+        flat[cell[first], sample[rows[first]]] = values[rows[first]]
+        last = np.full(shape[0] * shape[1], -1, dtype=np.int64)
+        np.maximum.at(last, cell[first], rows[first].astype(np.int64))
+        y = flat.reshape(*shape, n_samples)
+        born = np.full(shape[1], np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(born, model_codes[rows], rows.astype(np.int64))
+        return (benchmark, item_ids, tuple(model_names.tolist()), cell_means(y), groups,
+                last.reshape(shape), (~np.isnan(y)).sum(axis=-1), mean_variance(y), born)
+    scores = np.full(shape, np.nan)
     scores[item_codes[rows], model_codes[rows]] = values[rows]
     first = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, (item_codes[rows], model_codes[rows]), rows.astype(np.int64))
     arrival = np.where(np.isnan(scores), -1, first)
-    return benchmark, item_ids, tuple(model_names.tolist()), scores, groups, arrival
+    return (benchmark, item_ids, tuple(model_names.tolist()), scores, groups, arrival, None,
+            None, None)
 
 
 def _read_wide(
@@ -574,7 +632,8 @@ def read_table(
     """Read a long or wide per-item score table (CSV or JSONL, optionally gzip-compressed).
 
     A table with a ``model`` column and a ``score`` (or ``correct``) column is *long*: one row
-    per (item, model). Otherwise it is *wide*: an id column and one column per model; the
+    per (item, model), or per (item, model, sample) with a ``sample`` column (0, 1, … for
+    repeated samples; the item's score is the mean of its samples). Otherwise it is *wide*: an id column and one column per model; the
     group column and the ``exclude`` columns are not models.
 
     Parameters
@@ -624,12 +683,14 @@ def read_table(
         raise InputError("missing score column: a long table (one with a 'model' column) needs "
                          "'score' or 'correct'", source=source, line=1, field="score")
     if "model" in cols.header and _score_col(cols.header) is not None:
-        bench, item_ids, models, scores, groups, arrival = _read_long(
+        bench, item_ids, models, scores, groups, arrival, samples, mean_var, born = _read_long(
             cols, source=source, id_col=id_col, group_col=group_col, benchmark=benchmark,
             na_as_wrong=na_as_wrong)
     else:
         bench = benchmark
         arrival = None
+        samples = born = None
+        mean_var = None
         item_ids, models, scores, groups = _read_wide(
             cols, source=source, id_col=id_col, group_col=group_col, exclude=exclude,
             na_as_wrong=na_as_wrong)
@@ -648,6 +709,8 @@ def read_table(
         item_ids, scores = item_ids[keep], scores[keep]
         groups = groups[keep] if groups is not None else None
         arrival = arrival[keep] if arrival is not None else None
+        samples = samples[keep] if samples is not None else None
+        mean_var = mean_var[keep] if mean_var is not None else None
     return ScoreTable(source=source, benchmark=bench, item_ids=item_ids, models=models,
                       scores=scores, groups=groups, group_kind=kind, group_col=group_col,
-                      arrival=arrival)
+                      arrival=arrival, samples=samples, mean_var=mean_var, born=born)

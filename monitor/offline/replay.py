@@ -69,8 +69,10 @@ def _decide(
     # score arrives.
     big = np.iinfo(np.int64).max
     arr = np.where(present, arrival, big)
+    # (A repeated-sample table in file order: a model is born at its first sample.)
+    first = table.born if table.born is not None and order == "file" else arr.min(axis=0)
     birth = np.empty(k, dtype=np.int64)
-    birth[np.lexsort((np.arange(k), arr.min(axis=0)))] = np.arange(k)
+    birth[np.lexsort((np.arange(k), first))] = np.arange(k)
     a_first = birth[a_idx] < birth[b_idx]  # A is the pair's first-born model
     lo_col = np.where(a_first, a_idx, b_idx)
     hi_col = np.where(a_first, b_idx, a_idx)

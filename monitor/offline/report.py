@@ -38,6 +38,7 @@ from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures, e_of
 from monitor.stats.ranks import METHODS as RANK_METHODS
 from monitor.stats.ranks import Covariance, Method, RankSets, rank_sets
+from monitor.stats.samples import VarianceSplit, pair_within, variance_split
 
 FloatArray = NDArray[np.float64]
 
@@ -274,6 +275,7 @@ class ResolutionReport:
     ranks: RankSets | None = None
     rank_seed: int | None = None
     rank_sets_unavailable: str | None = None
+    split: VarianceSplit | None = None  # repeated-sample tables: σ_D² between / within items
 
     @property
     def binary(self) -> bool:
@@ -339,6 +341,11 @@ class ResolutionReport:
         out += [PairColumn(key, "count", np.rint(c[idx]), present=binary)
                 for key, c in (("n11", res.n11), ("n10", res.n10), ("n01", res.n01),
                                ("n00", res.n00))]
+        if self.split is not None:
+            sp = self.split
+            out += [PairColumn("samples", "float", np.full(idx.size, sp.samples)),
+                    col("sigma_between2", sp.between), col("sigma_within2", sp.within),
+                    col("within_share", sp.within_share)]
         if self.anytime is not None:
             out += self.anytime.pair_columns(idx)
         return out
@@ -482,4 +489,7 @@ def build_report(
         p_adjusted=multiplicity.adjust_pvalues(res.p_value, method=correction),
         selection=selection, ranks=ranks, rank_seed=None if ranks is None else rank_seed,
         rank_sets_unavailable=missing,
+        split=None if table.mean_var is None else variance_split(
+            res.sigma_d2, *pair_within(table.scores, table.mean_var, a, b),
+            samples=table.sample_count()),
     )

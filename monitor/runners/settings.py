@@ -154,6 +154,8 @@ class Settings(BaseSettings):
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
     planned_models: int = Field(default=32, ge=2)
+    # K samples per (item, model): an item enters the pairs with the mean of its K samples.
+    samples: int = Field(default=1, ge=1, le=1024)
     family: Literal["adjacent", "all"] = "adjacent"
     # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
     correction: str = "bonferroni"
@@ -284,7 +286,7 @@ class Settings(BaseSettings):
                           planned_models=self.planned_models, family=self.family,
                           correction=self.correction, per_pair_series=self.per_pair_series,
                           pair_series_limit=self.pair_series_limit,
-                          exclude_flags=self.effective_exclude_flags)
+                          exclude_flags=self.effective_exclude_flags, samples=self.samples)
 
     @property
     def bootstrap(self) -> list[str]:
