@@ -10,21 +10,21 @@ The HTTP face and the process around it are in :mod:`monitor.runners.embedded`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import json
 import math
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from monitor.contracts import DeadLetter, ItemResult, decode_events
+from monitor.contracts import DeadLetter, ItemResult, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
 from monitor.runners.host import Change, MonitorHost
 from monitor.runners.settings import Settings
@@ -49,7 +49,8 @@ class IngestReport:
 
     ``events`` is how many events the request held (NDJSON lines, array elements; a body
     that cannot be split into events is one): accepted + duplicate + conflict + invalid
-    equals it. ``body_error`` says why a body was not decoded at all.
+    equals it. ``body_error`` says why a body was not decoded at all. ``rejected`` lists the
+    first ``dead_letters_per_request`` rejections; ``reasons`` counts all of them by reason.
     """
 
     accepted: int = 0
@@ -60,13 +61,18 @@ class IngestReport:
     change_ids: list[int] = field(default_factory=list)
     events: int = 0
     body_error: str | None = None
+    reasons: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        total = self.invalid + self.conflict
         return {
             "events": self.events,
             "accepted": self.accepted, "duplicate": self.duplicate,
             "conflict": self.conflict, "invalid": self.invalid,
             "rejected": self.rejected,
+            "rejected_total": total,
+            "rejected_truncated": len(self.rejected) < total,
+            "reasons": self.reasons,
             "changes": len(self.change_ids),
             "last_change_id": self.change_ids[-1] if self.change_ids else None,
             "body_error": self.body_error,
@@ -161,11 +167,16 @@ class EmbeddedService:
         self._config_key = config_key(self.host.config)
         # Accepted results per benchmark since its stored snapshot, and the benchmarks whose
         # stored snapshot is usable (written or loaded under these options).
-        self._unsnapshotted: Counter[str] = Counter()
+        self._unsnapshotted: collections.Counter[str] = collections.Counter()
         self._snapshotted: set[str] = set()
         self._last_snapshot = clock()
         self._snapshot_not_before = -math.inf
         self.started = time.time()
+        # Dead letters stored in the current window: (window start, rows stored in it).
+        self._letters_window = (clock(), 0)
+        self._unstored = Counter(
+            "llm_monitor_dead_letters_unstored", "Rejected events counted but not stored as "
+            "dead letters (over the per-request or per-window bound)", registry=self.registry)
         self.rebuilt = self._load_state()
         self.host.restore_counters(self.store.counters(), self.store.change_counts())
 
@@ -213,7 +224,7 @@ class EmbeddedService:
             change_ids[snap.benchmark] = snap.change_id
         t_snap = time.perf_counter()
         self._snapshotted = set(change_ids)
-        self._unsnapshotted = Counter()
+        self._unsnapshotted = collections.Counter()
         replayed = 0
         with _collector_paused():
             for batch in self.store.iter_results(batch_size=_REBUILD_BATCH, after=after):
@@ -248,8 +259,13 @@ class EmbeddedService:
     def ingest_body(self, body: bytes, *, source: str = "http") -> IngestReport:
         """Decode a request body (object, array or NDJSON) and ingest it."""
         t0 = time.perf_counter()
-        decoded = decode_events(body, source=source)
-        report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0)
+        keep = self.settings.dead_letters_per_request
+        decoded = decode_events(body, source=source, keep=keep)
+        unkept = dict(decoded.reasons)
+        for letter in decoded.invalid:
+            unkept[letter.reason] -= 1
+        report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0,
+                             unkept={r: n for r, n in unkept.items() if n})
         report.events, report.body_error = decoded.events, decoded.body_error
         return report
 
@@ -260,12 +276,21 @@ class EmbeddedService:
         *,
         source: str,
         t0: float | None = None,
+        unkept: dict[str, int] | None = None,
     ) -> IngestReport:
-        """Step the host with ``valid``, persist, and only then report (durable on return)."""
+        """Step the host with ``valid``, persist, and only then report (durable on return).
+
+        ``unkept`` counts, by reason, invalid events of the request beyond ``invalid`` (whose
+        dead letters were not built): they are counted like the others, not stored.
+        """
         t0 = time.perf_counter() if t0 is None else t0
         letters = [self.host.on_invalid(d.reason, d.detail, d.payload, source=d.source,
                                         index=d.index) for d in invalid]
-        report = IngestReport(invalid=len(letters), events=len(valid) + len(letters))
+        reasons: collections.Counter[str] = collections.Counter(d.reason for d in letters)
+        if unkept:
+            reasons.update(unkept)
+            self.host.metrics.observe({"invalid": sum(unkept.values())})
+        report = IngestReport(invalid=reasons.total(), events=len(valid) + reasons.total())
         events = [ev for _, ev in valid]
         index = [i for i, _ in valid]
         changes: list[Change] = []
@@ -279,10 +304,14 @@ class EmbeddedService:
                 report.accepted = len(accepted)
                 report.duplicate = result.count("duplicate")
                 report.conflict = len(result.dead_letters)
+                reasons.update(d.reason for d in result.dead_letters)
                 letters.extend(result.dead_letters)
+            letters.sort(key=lambda d: d.index if d.index is not None else -1)
+            del letters[self.settings.dead_letters_per_request:]
+            stored = self._bounded(letters, reasons.total(), source)
             changes = self.host.evaluate_if_due()
             report.change_ids = self.store.commit(
-                results=accepted, changes=changes, dead_letters=letters, counts=report.counts()
+                results=accepted, changes=changes, dead_letters=stored, counts=report.counts()
             )
             self._unsnapshotted.update(ev.benchmark for ev in accepted)
         except Exception:
@@ -291,16 +320,41 @@ class EmbeddedService:
             self._load_state()
             raise
         self.host.observe(report.counts(), changes, lag_seconds=time.perf_counter() - t0)
-        report.rejected = sorted(
-            ({"index": d.index, "reason": d.reason, "detail": d.detail} for d in letters),
-            key=lambda r: r["index"] if r["index"] is not None else -1,
-        )
+        report.rejected = [{"index": d.index, "reason": d.reason, "detail": d.detail}
+                           for d in letters]
+        report.reasons = dict(reasons)
         return report
+
+    def _bounded(self, letters: list[DeadLetter], total: int, source: str) -> list[DeadLetter]:
+        """The dead letters of a request to store: ``letters`` (its first rejections) as far
+        as the window's budget allows, plus one row summarising the ``total`` - stored others.
+
+        The rest are counted in ``llm_monitor_dead_letters_unstored_total`` and not stored.
+        """
+        now = self._clock()
+        start, used = self._letters_window
+        if now - start >= self.settings.dead_letter_window:
+            start, used = now, 0
+        budget = max(self.settings.dead_letters_per_window - used, 0)
+        stored = letters[:budget]
+        left = total - len(stored)
+        if left and len(stored) < budget:
+            first = letters[len(stored)] if len(stored) < len(letters) else letters[-1]
+            stored.append(dead_letter(
+                first.reason, f"{left} more rejected events of this request not stored "
+                f"(at most {self.settings.dead_letters_per_request} per request, "
+                f"{self.settings.dead_letters_per_window} per {self.settings.dead_letter_window:g} s)",
+                "", source=source))
+        if left:
+            self._unstored.inc(left)
+        self._letters_window = (start, used + len(stored))
+        return stored
 
     def reject_body(self, reason: str, detail: str) -> None:
         """Log and store a request rejected before decoding (e.g. over the size limit)."""
         letter = self.host.on_invalid(reason, detail, "", source="http")
-        self.store.commit(results=(), dead_letters=[letter], counts={"invalid": 1})
+        self.store.commit(results=(), dead_letters=self._bounded([letter], 1, "http"),
+                          counts={"invalid": 1})
 
     def evaluate_pending(self, *, force: bool = False) -> int:
         """Evaluate results left unevaluated by the cadence and store the changes; how many."""

@@ -187,6 +187,12 @@ class Settings(BaseSettings):
     # while it is taken; see docs/operations.md for the trade.
     snapshot_every: int = Field(default=100_000, ge=0)
     snapshot_interval: float = Field(default=300.0, ge=0.0)
+    # Dead letters stored (and listed in the reply) per request, and stored per window of
+    # dead_letter_window seconds; the rest are counted and summarised, never stored one by one,
+    # so a body of a million bad lines costs O(1) rows (docs/operations.md "Caps").
+    dead_letters_per_request: int = Field(default=20, ge=1)
+    dead_letters_per_window: int = Field(default=1000, ge=1)
+    dead_letter_window: float = Field(default=60.0, gt=0.0)
 
     # -- distributed worker (llm-monitor worker) -------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"

@@ -83,7 +83,11 @@ def _account(reply: dict) -> int:
 
 def test_fuzz_ten_thousand_malformed_events(tmp_path: Path) -> None:
     rng = np.random.default_rng(1234)
-    srv = Server(tmp_path / "fuzz.db").start()
+    # Every rejection listed and stored, to check each one's index and reason (by default
+    # only the first 20 of a request are: tests/integration/test_hostile_ingest.py).
+    config = tmp_path / "fuzz.toml"
+    config.write_text("dead_letters_per_request = 1000\ndead_letters_per_window = 100000\n")
+    srv = Server(tmp_path / "fuzz.db", "--config", str(config)).start()
     sent_invalid = 0
     sent_valid = 0
     reasons: dict[str, int] = {}
