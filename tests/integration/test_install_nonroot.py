@@ -47,7 +47,8 @@ def fresh_clone(tmp_path: Path, shared_data: Path) -> Iterator[tuple[Path, list[
         user = f"lmtest{uuid.uuid4().hex[:8]}"
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
         home = Path(f"/home/{user}")
-        prefix = ["runuser", "-u", user, "--", "env", f"HOME={home}",
+        runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+        prefix = [runuser, "-u", user, "--", "env", f"HOME={home}",
                   "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"]
     try:
         clone = home / "llm-monitor"
