@@ -476,6 +476,34 @@ class Monitor:
         """:meth:`pair_views` as the HTTP API's plain dicts."""
         return [v.as_dict() for v in self.pair_views(benchmark, which, limit=limit)]
 
+    def pair_page(self, benchmark: str, *, offset: int = 0, limit: int = 100,
+                  model: str | None = None, other: str | None = None) -> dict[str, Any]:
+        """A page of every pair of ``benchmark`` in ranking order (pair i of the ranked
+        models against each below it), the pairs of one ``model``, or the one pair ``model``
+        against ``other``; each with its verdict and figures. ``total`` counts the pairs the
+        page is taken from. Unknown models raise KeyError."""
+        t = self._current(self._state(benchmark))
+        if t is None:
+            return {"benchmark": benchmark, "total": 0, "offset": offset, "limit": limit,
+                    "pairs": []}
+        col = {name: i for i, name in enumerate(t.models)}
+        for name in (model, other):
+            if name is not None and (name not in col or col[name] not in t.order):
+                raise KeyError(f"no ranked model {name!r} in benchmark {benchmark!r}")
+        if model is not None and other is not None:
+            a, b = col[model], col[other]
+            rank = {m: r for r, m in enumerate(t.order)}
+            chosen = [(a, b) if rank[a] < rank[b] else (b, a)] if a != b else []
+            total = len(chosen)
+        elif model is not None:
+            every = t.pairs_of(col[model])
+            total, chosen = len(every), every[offset:offset + limit]
+        else:
+            k = len(t.order)
+            total, chosen = k * (k - 1) // 2, t.pair_page(offset, limit)
+        return {"benchmark": benchmark, "total": total, "offset": offset, "limit": limit,
+                "pairs": [v.as_dict() for v in t.views(chosen)]}
+
     def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
         """Every stored ``original`` score of ``benchmark`` by (item_id, model)."""
         st = self._state(benchmark)

@@ -160,6 +160,34 @@ class PairTable:
         pairs = ((o[i], o[j]) for i in range(len(o)) for j in range(i + 1, len(o)))
         return list(itertools.islice(pairs, limit))
 
+    def pair_page(self, offset: int, limit: int) -> list[tuple[int, int]]:
+        """Pairs ``offset`` … ``offset + limit − 1`` of :meth:`all_pairs`' order, found without
+        walking the pairs before them (a board of 4,500 models has 10 M)."""
+        o = self.order
+        k = len(o)
+        total = k * (k - 1) // 2
+        if offset < 0 or limit < 0:
+            raise ValueError(f"offset and limit must be ≥ 0, got {offset} and {limit}")
+        if offset >= total or limit == 0:
+            return []
+        # Pairs before row i (the i-th ranked model against those below it): i(k−1) − i(i−1)/2.
+        rows = np.arange(k, dtype=np.int64)
+        before = rows * (k - 1) - rows * (rows - 1) // 2
+        i = int(np.searchsorted(before, offset, side="right")) - 1
+        j = i + 1 + offset - int(before[i])
+        out: list[tuple[int, int]] = []
+        while len(out) < limit and i < k - 1:
+            stop = min(k, j + limit - len(out))
+            out.extend((o[i], o[jj]) for jj in range(j, stop))
+            i, j = i + 1, i + 2
+        return out
+
+    def pairs_of(self, model: int) -> list[tuple[int, int]]:
+        """Every pair of ``model`` with another active model, the higher ranked first."""
+        o = self.order
+        pos = o.index(model)
+        return [(o[r], model) for r in range(pos)] + [(model, o[r]) for r in range(pos + 1, len(o))]
+
     def resolved(self) -> bool:
         """Every adjacent pair resolved in the ranking's direction (and at least two models)."""
         adj = self.adjacent()

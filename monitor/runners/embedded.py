@@ -71,6 +71,10 @@ async def _read_limited(request: web.Request, limit: int) -> bytes | None:
     return bytes(buf)
 
 
+#: At most this many pairs per page of /v1/benchmarks/{b}/pairs.
+PAIRS_PAGE_CAP = 1000
+
+
 def _int_param(request: web.Request, name: str, default: int, *, lo: int, hi: int) -> int:
     raw = request.query.get(name)
     if raw is None:
@@ -121,6 +125,19 @@ def build_app(service: EmbeddedService) -> web.Application:
         cap = _int_param(request, "limit", EXCLUDED_IDS_CAP, lo=0, hi=100_000)
         return service.contamination(bench, limit=cap)
 
+    def pairs(request: web.Request, bench: str) -> Any:
+        # Every pair of the board in ranking order, a page at a time; ?model= one model's
+        # pairs, ?model=&other= one pair.
+        try:
+            return service.pairs(
+                bench, offset=_int_param(request, "offset", 0, lo=0, hi=2**62),
+                limit=_int_param(request, "limit", 100, lo=0, hi=PAIRS_PAGE_CAP),
+                model=request.query.get("model"), other=request.query.get("other"))
+        except KeyError as exc:
+            raise web.HTTPNotFound(
+                text=json.dumps({"error": "unknown-model", "detail": exc.args[0]}),
+                content_type="application/json") from None
+
     async def get_benchmarks(request: web.Request) -> web.StreamResponse:
         return _json({"benchmarks": service.benchmarks()})
 
@@ -150,6 +167,7 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_get(f"{bench}/ranking", per_benchmark(lambda _, b: service.ranking(b)))
     app.router.add_get(f"{bench}/stability", per_benchmark(lambda _, b: service.stability(b)))
     app.router.add_get(f"{bench}/contamination", per_benchmark(contamination))
+    app.router.add_get(f"{bench}/pairs", per_benchmark(pairs))
     app.router.add_get("/v1/changes", get_changes)
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)

@@ -452,6 +452,12 @@ class EmbeddedService:
     def stability(self, benchmark: str) -> dict[str, Any]:
         return stability_figures(self._monitor(benchmark), benchmark)
 
+    def pairs(self, benchmark: str, *, offset: int, limit: int, model: str | None = None,
+              other: str | None = None) -> dict[str, Any]:
+        """A page of the benchmark's pairs (:meth:`monitor.core.Monitor.pair_page`)."""
+        return self._monitor(benchmark).pair_page(benchmark, offset=offset, limit=limit,
+                                                  model=model, other=other)
+
     def contamination(self, benchmark: str, *, limit: int = EXCLUDED_IDS_CAP) -> dict[str, Any]:
         """Items excluded from resolution (ids sorted, at most ``limit``) and the flag counts."""
         monitor = self._monitor(benchmark)

@@ -7,11 +7,11 @@ random order, all models of an item consecutive. Four models answer from the fir
 the other four join at items 250, 500, 750 and 1,000 (a board whose models arrive over time,
 so the pairs' shares of α follow their birth order). It is posted in 50 batches; after each
 the ranking route, ``/metrics`` (every pair's series: ``--per-pair-series all``) and the new
-change events are read. The HTTP API has no all-pairs route, so every pair's verdict is read
-from the change stream (``--family all``: changes follow every pair; with direction) and from
-``llm_monitor_pair_resolved``; the decided n
-is on the ranking's adjacent pairs, and for every pair the offline first crossing must fall
-inside the batch whose evaluation emitted the live resolution.
+change events are read. Every pair's verdict is read from the change stream (``--family all``:
+changes follow every pair; with direction) and from ``llm_monitor_pair_resolved``, and at the
+end from the all-pairs route; the decided n is on the ranking's adjacent pairs and the pairs
+route, and for every pair the offline first crossing must fall inside the batch whose
+evaluation emitted the live resolution.
 """
 
 from __future__ import annotations
@@ -175,6 +175,22 @@ def test_stream_in_batches_never_reverses_and_ends_as_report_anytime(
     for p in ranking["pairs"]:
         off = by_pair[frozenset((p["model_a"], p["model_b"]))]
         assert (p["decided"]["n"] if p["decided"] else None) == off["first_resolved_at"], p
+    # The all-pairs route, in pages of 5: every pair once, with the report's decided n.
+    pages = [server.get_json(f"/v1/benchmarks/{BENCH}/pairs?offset={o}&limit=5")
+             for o in range(0, len(by_pair) + 5, 5)]
+    assert all(status == 200 and page["total"] == len(by_pair) for status, page in pages)
+    routed = [p for _, page in pages for p in page["pairs"]]
+    assert len(routed) == len({frozenset((p["model_a"], p["model_b"])) for p in routed}) == len(
+        by_pair)
+    for p in routed:
+        off = by_pair[frozenset((p["model_a"], p["model_b"]))]
+        assert (p["decided"]["n"] if p["decided"] else None) == off["first_resolved_at"], p
+        assert p["n"] == off["n"], p
+    status, one = server.get_json(f"/v1/benchmarks/{BENCH}/pairs?model={routed[-1]['model_b']}"
+                                  f"&other={routed[-1]['model_a']}")
+    assert status == 200 and one["pairs"] == [routed[-1]]
+    status, err = server.get_json(f"/v1/benchmarks/{BENCH}/pairs?model=nobody")
+    assert status == 404 and err["error"] == "unknown-model"
     resolved = sum(p["resolved_anytime"] for p in rep["pairs"])
     print(f"{len(events)} results in {BATCHES} batches: {resolved} of {len(rep['pairs'])} "
           f"pairs resolved, {len(ranked)} of them read resolved on the ranking route")

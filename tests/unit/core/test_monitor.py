@@ -337,3 +337,32 @@ def test_adopting_a_decision_taken_again_keeps_the_logged_time() -> None:
     logged = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert not mon.adopt_decision("b", "top", "low", "resolved:top", n=1, log_e=1.0, ts=logged)
     assert mon.pair_views("b")[0].decided_ts == logged.isoformat()
+
+
+def test_pair_pages_cover_every_pair_once_in_ranking_order() -> None:
+    # Pages of any size concatenate to the whole all-pairs list; a model's pairs and a single
+    # pair are the same records; unknown models are refused.
+    rng = np.random.default_rng(11)
+    models = [f"m{j}" for j in range(9)]
+    events = [ev(str(i), m, float(rng.random() < 0.2 + 0.07 * j))
+              for i in range(200) for j, m in enumerate(models)]
+    mon = Monitor(CoreConfig(family="all"))
+    mon.apply(events)
+    every = mon.pairs("b", "all")
+    assert len(every) == 36
+    for size in (1, 5, 7, 36, 100):
+        pages = [mon.pair_page("b", offset=o, limit=size) for o in range(0, 40, size)]
+        assert all(p["total"] == 36 for p in pages)
+        assert [q for p in pages for q in p["pairs"]] == every
+    ranked = [m["model"] for m in mon.ranking("b")["models"]]
+    third = ranked[2]
+    own = mon.pair_page("b", model=third, limit=100)
+    assert own["total"] == 8
+    assert own["pairs"] == [p for p in every if third in (p["model_a"], p["model_b"])]
+    one = mon.pair_page("b", model=ranked[5], other=ranked[1])
+    assert one["total"] == 1 and one["pairs"] == [
+        p for p in every if (p["model_a"], p["model_b"]) == (ranked[1], ranked[5])]
+    with pytest.raises(KeyError, match="nobody"):
+        mon.pair_page("b", model="nobody")
+    with pytest.raises(ValueError, match="offset"):
+        mon.pair_page("b", offset=-1)
