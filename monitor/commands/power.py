@@ -37,13 +37,22 @@ def register(app: typer.Typer) -> None:
         n: Annotated[int | None, typer.Option("--n", help="paired items available")] = None,
         alpha: Annotated[float, typer.Option(help="two-sided level")] = 0.05,
         power: Annotated[float, typer.Option(help="target power 1−β")] = 0.8,
+        samples: Annotated[int | None, typer.Option(
+            "--samples", help="K answers per item, averaged (avg@k): N* at K samples and "
+            "whether more items or more samples resolve with fewer answers")] = None,
+        within_share: Annotated[float | None, typer.Option(
+            "--within-share", help="share of σ_D² at one sample that is within-item sampling "
+            "noise (a report of a repeated-sample table prints it as within_share_1)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
-        """Required paired size N* (McNemar–Connor), the Cohen's-h shortcut and, with --n, q and MDE."""
+        """Required paired size N* (McNemar–Connor), the Cohen's-h shortcut and, with --n, q and MDE;
+        with --samples K and --within-share, N* at K samples per item and whether more items or
+        more samples resolve cheaper."""
         from monitor.offline.power import plan_power
 
         try:
-            plan = plan_power(pa, pb, rho, n=n, alpha=alpha, power=power)
+            plan = plan_power(pa, pb, rho, n=n, alpha=alpha, power=power, samples=samples,
+                              within_share=within_share)
         except ValueError as exc:  # an impossible plan is an option error: one line, exit 2
             raise ConfigError(str(exc)) from exc
         fig = plan.to_dict()

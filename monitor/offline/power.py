@@ -31,6 +31,8 @@ class PowerPlan:
         The Cohen's-h shortcut's size for the same plan.
     lemma1_c : float
         C(p, ρ) of Lemma 1 at the midpoint p = (p_A + p_B)/2.
+    samples : SamplesPlan or None
+        With repeated samples per item: the sizes at K samples and what resolves cheaper.
     """
 
     p_a: float
@@ -44,6 +46,7 @@ class PowerPlan:
     n_star_anytime_exact: float
     shortcut: shortcut.ShortcutResult
     lemma1_c: float
+    samples: SamplesPlan | None = None
 
     @property
     def delta(self) -> float:
@@ -97,6 +100,73 @@ class PowerPlan:
         if q is not None:
             out.update({"n": self.n, "q": q, "mde": self.mde(), "resolved": bool(q >= 1.0),
                         "q_anytime": self.q_anytime()})
+        if self.samples is not None:
+            out.update(self.samples.to_dict())
+        return out
+
+
+@dataclass(frozen=True)
+class SamplesPlan:
+    """Repeated samples: σ_D²(K) = σ_D² (1 − w + w/K) with w the within-item share at one
+    sample (Miller 2024, "Adding error bars to evals"), the sizes it gives, and whether more
+    items or more samples per item resolve the gap with fewer answers per model."""
+
+    samples: int
+    within_share: float
+    sigma_d2: float  # at K samples
+    n_star_exact: float  # items needed at K samples
+    n_star_anytime_exact: float
+    n_star_one_exact: float  # items needed at one sample
+    n: int | None
+    samples_needed_exact: float | None  # with n items: the fewest samples that resolve
+
+    def answers(self) -> float:
+        """Answers per model to resolve at K samples: N*(K) · K."""
+        return self.n_star_exact * self.samples
+
+    def cheaper(self) -> tuple[str, str]:
+        """("items" | "samples" | "resolved" | "neither", why)."""
+        k = self.samples
+        if self.n is None or not math.isfinite(self.n_star_exact):
+            if not math.isfinite(self.n_star_exact):
+                return "neither", "no gap (δ = 0): no number of items or samples resolves it"
+            return "items", (
+                f"{_ceil(self.answers())} answers per model at K = {k} against "
+                f"{_ceil(self.n_star_one_exact)} at K = 1: an answer to a new item removes "
+                "the between-item and the within-item variance, another sample of a scored "
+                "item only the within-item part; more samples pay when items run out")
+        n = self.n
+        if n >= self.n_star_exact:
+            return "resolved", f"{n} items at K = {k} already reach N*(K) = {_ceil(self.n_star_exact)}"
+        more_items = (math.ceil(self.n_star_exact) - n) * k
+        need = self.samples_needed_exact
+        assert need is not None
+        if not math.isfinite(need):
+            return "items", (f"{more_items} more answers per model on new items; the between-item "
+                             f"variance alone exceeds what {n} items can resolve, whatever K")
+        more_samples = n * (math.ceil(need) - k)
+        if more_items <= more_samples:
+            return "items", (f"{more_items} more answers per model on new items against "
+                             f"{more_samples} for K = {math.ceil(need)} samples of the {n} items "
+                             "(the way to resolve it where the benchmark has no more items)")
+        return "samples", (f"{more_samples} more answers per model for K = {math.ceil(need)} "
+                           f"samples of the {n} items against {more_items} on new items")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys ``llm-monitor power --samples`` adds."""
+        which, why = self.cheaper()
+        out: dict[str, Any] = {
+            "samples": self.samples, "within_share": self.within_share,
+            "sigma_d2_samples": self.sigma_d2, "n_star_samples": _ceil(self.n_star_exact),
+            "n_star_anytime_samples": _ceil(self.n_star_anytime_exact),
+            "answers_per_model": _ceil(self.answers()),
+        }
+        if self.n is not None:
+            out["q_samples"] = float(pw.resolution_ratio(self.n, self.n_star_exact))
+            need = self.samples_needed_exact
+            out["samples_needed"] = (math.inf if need is None or not math.isfinite(need)
+                                     else max(1, math.ceil(need)))
+        out.update(cheaper=which, cheaper_why=why)
         return out
 
 
@@ -106,23 +176,46 @@ def _ceil(x: float) -> float:
 
 def plan_power(
     p_a: float, p_b: float, rho: float, *, n: int | None = None, alpha: float = 0.05,
-    power: float = 0.8,
+    power: float = 0.8, samples: int | None = None, within_share: float | None = None,
 ) -> PowerPlan:
     """Plan a paired comparison of accuracies ``p_a`` and ``p_b`` with phi correlation ``rho``.
+
+    ``samples`` (K answers per item, averaged) with ``within_share`` (the share of σ_D² at one
+    sample that is within-item sampling noise) adds the :class:`SamplesPlan`.
 
     Examples
     --------
     >>> plan = plan_power(0.65, 0.60, 0.30, n=1200)
     >>> plan.n_star, plan.shortcut.n, round(plan.q(), 3)
     (1028, 515, 1.168)
+    >>> plan = plan_power(0.65, 0.60, 0.30, n=600, samples=4, within_share=0.8)
+    >>> plan.samples.to_dict()["n_star_samples"], plan.samples.cheaper()[0]
+    (412, 'resolved')
     """
     pw.check_feasible_rho(p_a, p_b, rho)  # validates p_a, p_b and rho (Fréchet bounds) first
     s2 = float(pw.sigma_d2(p_a, p_b, rho))
     delta = p_a - p_b
+    plan_k = None
+    if samples is not None or within_share is not None:
+        if within_share is None:
+            raise ValueError("`samples` needs `within_share`: the share of σ_D² that is "
+                             "within-item sampling noise at one sample (a report of a "
+                             "repeated-sample table prints it as within_share_1)")
+        k = 1 if samples is None else samples
+        if not (isinstance(k, int) and k >= 1):
+            raise ValueError(f"`samples` must be an integer ≥ 1, got {k!r}")
+        s2k = float(pw.sigma_d2_samples(s2, within_share, k))
+        plan_k = SamplesPlan(
+            samples=k, within_share=float(within_share), sigma_d2=s2k,
+            n_star_exact=float(pw.n_star(delta, s2k, alpha=alpha, power=power)),
+            n_star_anytime_exact=float(n_star_anytime(delta, s2k, alpha=alpha, power=power)),
+            n_star_one_exact=float(pw.n_star(delta, s2, alpha=alpha, power=power)), n=n,
+            samples_needed_exact=None if n is None else float(pw.samples_needed(
+                delta, s2, within_share, n, alpha=alpha, power=power)))
     return PowerPlan(
         p_a=p_a, p_b=p_b, rho=rho, alpha=alpha, power=power, n=n, sigma_d2=s2,
         n_star_exact=float(pw.n_star(delta, s2, alpha=alpha, power=power)),
         n_star_anytime_exact=float(n_star_anytime(delta, s2, alpha=alpha, power=power)),
         shortcut=shortcut.shortcut_size(p_a, p_b, rho, alpha=alpha, power=power),
-        lemma1_c=float(shortcut.lemma1_c((p_a + p_b) / 2.0, rho)),
+        lemma1_c=float(shortcut.lemma1_c((p_a + p_b) / 2.0, rho)), samples=plan_k,
     )

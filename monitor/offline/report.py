@@ -345,7 +345,8 @@ class ResolutionReport:
             sp = self.split
             out += [PairColumn("samples", "float", np.full(idx.size, sp.samples)),
                     col("sigma_between2", sp.between), col("sigma_within2", sp.within),
-                    col("within_share", sp.within_share)]
+                    col("within_share", sp.within_share),
+                    col("within_share_1", sp.within_share_one)]
         if self.anytime is not None:
             out += self.anytime.pair_columns(idx)
         return out

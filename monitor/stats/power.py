@@ -157,3 +157,43 @@ def resolution_ratio(n: ArrayLike, n_required: ArrayLike) -> Any:
     req = np.asarray(n_required, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isfinite(req) & (req > 0), np.asarray(n, dtype=float) / req, 0.0)
+
+
+def sigma_d2_samples(sigma2: ArrayLike, within_share: ArrayLike, samples: ArrayLike) -> Any:
+    """σ_D² of item means with K samples per item: σ² (1 − w + w/K).
+
+    ``sigma2`` is σ_D² at one sample per item and ``within_share`` w the share of it that is
+    within-item sampling noise, σ_w²/σ_D² (Miller 2024, "Adding error bars to evals",
+    arXiv:2411.00640: Var(D̄_i) = σ_b² + σ_w²/K; only the within-item term shrinks).
+
+    Examples
+    --------
+    >>> round(float(sigma_d2_samples(0.32, 0.5, 4)), 4)
+    0.2
+    """
+    w = check_probability("within_share", within_share, open_interval=False)
+    k = np.asarray(samples, dtype=float)
+    if np.any(~np.isfinite(k) | (k < 1)):
+        raise ValueError(f"`samples` must be at least 1, got {k[(k < 1) | ~np.isfinite(k)].flat[0]}")
+    return np.asarray(sigma2, dtype=float) * (1.0 - w + w / k)
+
+
+def samples_needed(delta: ArrayLike, sigma2: ArrayLike, within_share: ArrayLike, n: ArrayLike,
+                   *, alpha: float = 0.05, power: float = 0.8) -> Any:
+    """The fewest samples per item (unrounded) that resolve δ with ``n`` items:
+    σ² (1 − w + w/K) ≤ n δ²/z², so K = wσ² / (nδ²/z² − (1 − w)σ²); ``inf`` where the
+    between-item term alone exceeds nδ²/z² (no number of samples is enough), and at most 1
+    where one sample already is.
+
+    Examples
+    --------
+    >>> round(float(samples_needed(0.05, 0.32, 0.5, 800)), 3)
+    1.688
+    """
+    z = z_total(alpha=alpha, power=power)
+    d = np.asarray(delta, dtype=float)
+    s2 = np.asarray(sigma2, dtype=float)
+    w = check_probability("within_share", within_share, open_interval=False)
+    room = np.asarray(n, dtype=float) * d * d / (z * z) - (1.0 - w) * s2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(room > 0, w * s2 / np.where(room > 0, room, 1.0), np.inf)

@@ -98,16 +98,26 @@ class VarianceSplit:
             return np.where(self.sigma_d2 > 0, np.clip(self.within / self.sigma_d2, 0.0, 1.0),
                             np.nan)
 
+    @property
+    def within_share_one(self) -> FloatArray:
+        """The within-item share at one sample per item, K σ̂_w²/K / (σ̂_b² + K σ̂_w²/K): the
+        ``--within-share`` of ``llm-monitor power``."""
+        one = self.sigma_d2_at(1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(one > 0, np.clip(self.within * self.samples / one, 0.0, 1.0),
+                            np.nan)
+
     def sigma_d2_at(self, samples: float) -> FloatArray:
         """σ_D² of item means with ``samples`` samples per cell: σ̂_b² + σ̂_w²/samples."""
         return self.between + self.within * self.samples / samples
 
     def record(self, k: int) -> dict[str, Any]:
         """Pair ``k``'s keys of the report and the HTTP API."""
-        share = float(self.within_share[k])
+        share, one = float(self.within_share[k]), float(self.within_share_one[k])
         return {"samples": self.samples, "sigma_between2": float(self.between[k]),
                 "sigma_within2": float(self.within[k]),
-                "within_share": None if np.isnan(share) else share}
+                "within_share": None if np.isnan(share) else share,
+                "within_share_1": None if np.isnan(one) else one}
 
 
 def variance_split(sigma_d2: ArrayLike, within_sum: ArrayLike, within_count: ArrayLike, *,

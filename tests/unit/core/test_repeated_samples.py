@@ -77,7 +77,8 @@ def test_live_core_equals_report_anytime_on_a_repeated_sample_table(
                                 ("log_e_value", "log_e"), ("cs_low", "cs_low"),
                                 ("cs_high", "cs_high"), ("sigma_between2", "sigma_between2"),
                                 ("sigma_within2", "sigma_within2"),
-                                ("within_share", "within_share")):
+                                ("within_share", "within_share"),
+                                ("within_share_1", "within_share_1")):
             assert on[key_on] == pytest.approx(off[key_off], rel=1e-9, abs=1e-12), key_on
         assert off["samples"] == on["samples"] == K
         assert 0.0 < on["within_share"] < 1.0

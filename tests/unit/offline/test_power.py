@@ -94,3 +94,40 @@ def test_to_dict_is_the_command_json(capsys: pytest.CaptureFixture[str], n: int 
     assert rc == 0
     expected = jsonable(plan_power(0.65, 0.6, 0.3, n=n, alpha=0.1).to_dict())
     assert json.loads(capsys.readouterr().out) == expected
+
+
+def test_samples_plan_follows_the_within_item_formula(capsys: pytest.CaptureFixture[str]) -> None:
+    # σ_D²(K) = σ_D² (1 − w + w/K) (Miller 2024): written out, with the closed-form σ_D².
+    s2, n_star_one, _ = _closed_form(0.65, 0.60, 0.30)
+    z = norm.ppf(0.975) + norm.ppf(0.8)
+    w, k = 0.8, 4
+    s2k = s2 * (1 - w + w / k)
+    plan = plan_power(0.65, 0.60, 0.30, n=700, samples=k, within_share=w)
+    assert plan.samples is not None
+    fig = plan.samples.to_dict()
+    assert fig["sigma_d2_samples"] == pytest.approx(s2k, rel=1e-12)
+    assert fig["n_star_samples"] == math.ceil(z * z * s2k / 0.05**2) == 412
+    assert fig["answers_per_model"] == math.ceil(z * z * s2k / 0.05**2 * k)
+    # K needed at 700 items: the smallest K with z² σ_D²(K)/δ² ≤ 700, by brute force
+    brute = next(kk for kk in range(1, 100) if z * z * s2 * (1 - w + w / kk) / 0.05**2 <= 700)
+    assert fig["samples_needed"] == brute == 2
+    assert fig["cheaper"] == "resolved" and fig["q_samples"] > 1
+    # 300 items are too few at K = 4; an answer on a new item beats another sample.
+    few = plan_power(0.65, 0.60, 0.30, n=300, samples=4, within_share=w).samples
+    assert few is not None and few.cheaper()[0] == "items"
+    assert few.to_dict()["samples_needed"] == next(
+        kk for kk in range(1, 100) if z * z * s2 * (1 - w + w / kk) / 0.05**2 <= 300)
+    # the between-item term alone is more than 100 items resolve: no K is enough
+    none = plan_power(0.65, 0.60, 0.30, n=100, samples=4, within_share=w).samples
+    assert none is not None and none.to_dict()["samples_needed"] == math.inf
+    # without n: at K samples the answers per model exceed N* at one sample
+    alone = plan_power(0.65, 0.60, 0.30, samples=k, within_share=w).samples
+    assert alone is not None and alone.answers() > n_star_one and alone.cheaper()[0] == "items"
+    assert main(["power", "--pa", "0.65", "--pb", "0.60", "--rho", "0.30", "--n", "300",
+                 "--samples", "4", "--within-share", "0.8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_star_samples"] == 412 and out["cheaper"] == "items"
+    with pytest.raises(ValueError, match="needs `within_share`"):
+        plan_power(0.65, 0.60, 0.30, samples=4)
+    with pytest.raises(ValueError, match="within_share"):
+        plan_power(0.65, 0.60, 0.30, samples=4, within_share=1.5)
