@@ -335,6 +335,10 @@ def register(app: typer.Typer) -> None:
             "--anytime-rule", help="--anytime: board (each pair a fixed share of α, the live "
             "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]
             = "board",
+        html: Annotated[Path | None, typer.Option(
+            "--html", help="also write the report as one self-contained HTML page (ranking, "
+            "verdicts, plots of q, MDE, e-value paths and the shortcut; implies the --anytime "
+            "replay for the page)", dir_okay=False)] = None,
     ) -> None:
         from monitor.commands._jsonstream import write_report
         from monitor.io.tables import read_table
@@ -366,15 +370,24 @@ def register(app: typer.Typer) -> None:
         report = build_report(table, family=family, correction=correction, alpha=alpha,
                               power=power, selection={"complete_only": complete_only, "top": top},
                               rank_method=rank_sets, rank_seed=rank_seed)
-        if anytime:
+        if anytime or html is not None:
             from monitor.offline.replay import with_anytime
 
             if anytime_rule not in ("board", "family"):
                 raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
             if planned_models < 2:
                 raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
-            report = with_anytime(report, table, order=order, seed=seed,
-                                  planned_models=planned_models, rule=anytime_rule)
+            replayed = with_anytime(report, table, order=order, seed=seed,
+                                    planned_models=planned_models, rule=anytime_rule)
+            if html is not None:
+                from monitor.offline.html import write_html
+
+                size = write_html(html, replayed, table,
+                                  command="llm-monitor report " + " ".join(sys.argv[2:]))
+                print(f"HTML report: {html} ({size / 1e6:.1f} MB, no network needed to view)",
+                      file=sys.stderr)
+        if anytime:
+            report = replayed
             if as_json:
                 write_report(sys.stdout, report)
                 return

@@ -1,0 +1,500 @@
+"""The resolution report as one self-contained HTML page (``llm-monitor report --html``).
+
+Every figure is read from a :class:`~monitor.offline.report.ResolutionReport` with its anytime
+replay (:func:`monitor.offline.replay.with_anytime`); this module only lays them out. Plots are
+drawn with matplotlib into inline SVG (text kept as text, no fonts, scripts or links to fetch),
+in black and grey with distinct markers and labels, so the page reads without colour and
+without a network.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.core.table import CLUSTER_ASSUMPTION
+from monitor.io.tables import ScoreTable
+from monitor.offline.report import ResolutionReport
+from monitor.stats import power as pw
+from monitor.stats.ranks import means_covariance
+from monitor.stats.sequential import BOUNDED, MCNEMAR, log_e_paths
+from monitor.stats.shortcut import shortcut_size
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+FloatArray = NDArray[np.float64]
+
+#: The page's sections, in order: (id, heading). Tests and the web board link to these ids.
+SECTIONS = (
+    ("summary", "Summary"),
+    ("ranking", "Ranking"),
+    ("gaps", "Adjacent gaps"),
+    ("q", "Resolution ratio q per pair"),
+    ("mde", "Minimum detectable effect against N"),
+    ("evalues", "E-value paths against their thresholds"),
+    ("shortcut", "The shortcut against N*"),
+    ("notes", "Definitions"),
+)
+
+_PATH_POINTS = 300  # points drawn per e-value path (the crossing is always one of them)
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1300px;
+padding:0 16px 40px;color:#111;background:#fff}
+h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #999}
+nav a{margin-right:12px}table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+table{font-size:13px}th,td{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}
+th{background:#f0f0f0}td.name,th.name{text-align:left;max-width:260px}td{white-space:nowrap}
+td.name{white-space:normal}.ok{font-weight:600}.no{color:#555}
+.small{font-size:12px;color:#444}figure{margin:8px 0}svg{max-width:100%;height:auto}
+.tier-odd td{background:#f7f7f7}code{background:#f3f3f3;padding:0 3px}
+"""
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One adjacent pair as the page shows it (the report's JSON object plus its position)."""
+
+    k: int
+    data: dict[str, Any]
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x: Any, spec: str = ".3g") -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return format(x, spec)
+
+
+def _short(name: str, width: int = 30) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+# -- figures from the report ---------------------------------------------------------------
+
+def model_intervals(report: ResolutionReport, table: ScoreTable) -> dict[str, tuple[float, float]]:
+    """A (1 − α) normal interval of each model's mean: mean ± z_{1−α/2} · se, with se from
+    the covariance of the means the rank sets use (:func:`monitor.stats.ranks.means_covariance`:
+    cluster-robust with clusters, stratified with strata, else iid; on the items every model
+    has). Empty when no item has every model's score."""
+    from scipy.stats import norm
+
+    kind = "iid" if table.groups is None else (table.group_kind or "cluster")
+    try:
+        cov, _ = means_covariance(table.scores, groups=table.groups, kind=kind)
+    except ValueError:
+        return {}
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    z = float(norm.ppf(1.0 - report.alpha / 2.0))
+    index = {m: j for j, m in enumerate(table.models)}
+    return {e.model: (e.mean - z * float(se[index[e.model]]),
+                      e.mean + z * float(se[index[e.model]])) for e in report.ranking}
+
+
+def pair_item_order(table: ScoreTable, a: int, b: int, *, order: str, seed: int | None
+                    ) -> NDArray[np.int64]:
+    """Rows of the items models ``a`` and ``b`` share, in the order the anytime replay meets
+    them (:func:`monitor.offline.replay.anytime_replay`: a pair's item arrives with its later
+    score; ``shuffle`` permutes the items with ``default_rng(seed)``, models left to right)."""
+    x = table.scores
+    if order == "shuffle":
+        perm = np.random.default_rng(seed).permutation(x.shape[0])
+        n, k = x.shape
+        arrival = np.arange(n * k, dtype=np.int64).reshape(n, k)
+        rows = np.flatnonzero(~np.isnan(x[perm, a]) & ~np.isnan(x[perm, b]))
+        key = np.maximum(arrival[rows, a], arrival[rows, b])
+        return np.asarray(perm[rows[np.argsort(key, kind="stable")]], dtype=np.int64)
+    arrival = table.arrival_order()
+    rows = np.flatnonzero(~np.isnan(x[:, a]) & ~np.isnan(x[:, b]))
+    key = np.maximum(arrival[rows, a], arrival[rows, b])
+    return np.asarray(rows[np.argsort(key, kind="stable")], dtype=np.int64)
+
+
+def e_value_path(report: ResolutionReport, table: ScoreTable, k: int) -> FloatArray:
+    """log E_n of pair ``k`` after each of its paired items, in the replay's order: the
+    e-process of :func:`monitor.stats.sequential.log_e_paths` on the running (n, S, V).
+
+    One segment: exact for pairs of 0/1 scores and for pairs of bounded scores throughout
+    (a McNemar pair that later meets another score switches construction, which the
+    replay's final ``log_e`` records and a single path does not)."""
+    if report.anytime is None:
+        raise ValueError("the report has no anytime replay: build it with with_anytime()")
+    res = report.figures
+    a, b = int(res.a[k]), int(res.b[k])
+    rows = pair_item_order(table, a, b, order=report.anytime.order, seed=report.anytime.seed)
+    d = table.scores[rows, a] - table.scores[rows, b]
+    n = np.arange(1, d.size + 1, dtype=np.float64)
+    s, v = np.cumsum(d), np.cumsum(d * d)
+    kind = np.full(d.size, MCNEMAR if bool(res.binary[k]) else BOUNDED)
+    zero = np.zeros(d.size)
+    return log_e_paths(kind, n, s, v, start_n=zero, start_s=zero, start_v=zero,
+                       start_log_plus=zero, start_log_minus=zero)
+
+
+# -- plots ---------------------------------------------------------------------------------
+
+def _figure(width: float, height: float, *, left: float = 0.9, right: float = 0.55) -> Figure:
+    """A figure with fixed margins (inches): the constrained layout costs a second per plot
+    of many labels. ``left`` leaves room for the y labels."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=0.55 / height,
+                        top=1 - 0.15 / height)
+    return fig
+
+
+def _svg(fig: Figure, name: str) -> str:
+    """The figure as an inline ``<svg>`` element: text as text, ids unique to ``name``, and
+    nothing that refers outside the page (no DOCTYPE, metadata or namespace URLs)."""
+    import matplotlib as mpl
+
+    buf = io.StringIO()
+    with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+        fig.savefig(buf, format="svg", metadata={"Creator": None, "Date": None,
+                                                   "Format": None, "Type": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    text = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{_esc(name)}" ', 1)
+
+
+def _ranking_plot(report: ResolutionReport, ci: dict[str, tuple[float, float]]) -> str:
+    entries = report.ranking
+    fig = _figure(10.0, 0.26 * len(entries) + 1.0, left=3.0)
+    ax = fig.add_subplot()
+    y = np.arange(len(entries))
+    means = np.array([e.mean for e in entries])
+    if ci:
+        lo = np.array([ci[e.model][0] for e in entries])
+        hi = np.array([ci[e.model][1] for e in entries])
+        ax.errorbar(means, y, xerr=[means - lo, hi - means], fmt="o", color="black",
+                    ecolor="black", capsize=2, markersize=4, label="mean with its interval")
+    else:
+        ax.plot(means, y, "o", color="black", markersize=4, label="mean")
+    tiers = [e.tier for e in entries]
+    if all(t is not None for t in tiers):
+        for t in sorted(set(tiers), key=lambda t: t or 0):
+            rows = [i for i, tt in enumerate(tiers) if tt == t]
+            if (t or 0) % 2 == 0:
+                ax.axhspan(min(rows) - 0.5, max(rows) + 0.5, color="0.9", zorder=0)
+            ax.text(1.01, (min(rows) + max(rows)) / 2, f"tier {t}", transform=ax.get_yaxis_transform(),
+                    va="center", fontsize=8)
+    ax.set_yticks(y, [f"{e.rank}. {_short(e.model, 40)}" for e in entries], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean score (horizontal bars: interval of the mean; grey bands: every other tier)")
+    ax.grid(axis="x", color="0.85")
+    return _svg(fig, "ranking: mean and interval of every model, by tier")
+
+
+def _q_plot(pairs: Sequence[_Pair], names: Callable[[_Pair], str]) -> str:
+    fig = _figure(10.0, 0.24 * len(pairs) + 1.2, left=3.6)
+    ax = fig.add_subplot()
+    y = np.arange(len(pairs))
+    lo, hi = 1e-3, 1e3
+    for key, marker, label, offset in (("q", "o", "fixed-N q", -0.22),
+                                       ("q_cluster", "s", "cluster q_cluster", 0.0),
+                                       ("q_anytime", "^", "anytime q_AV", 0.22)):
+        vals = np.array([np.nan if p.data.get(key) is None else float(p.data[key])
+                         for p in pairs], dtype=float)
+        if np.all(np.isnan(vals)):
+            continue
+        ax.plot(np.clip(vals, lo, hi), y + offset, marker, linestyle="none", color="black",
+                markerfacecolor="white" if marker == "s" else "black", markersize=5,
+                label=label)
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.text(1.0, -0.9, " q = 1: resolved", fontsize=8, va="bottom")
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_yticks(y, [names(p) for p in pairs], fontsize=7)
+    ax.set_ylim(len(pairs) - 0.5, -1.2)
+    ax.set_xlabel("q = N / N* (log scale; right of the dashed line: resolved in that sense)")
+    ax.legend(loc="lower right", fontsize=8, framealpha=1)
+    ax.grid(axis="x", color="0.85")
+    return _svg(fig, "q of every adjacent pair against q = 1, three notions")
+
+
+def _mde_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
+    res = report.figures
+    sigma2 = np.asarray(res.sigma_d2, dtype=float)
+    sigma2 = sigma2[np.isfinite(sigma2) & (sigma2 > 0)]
+    fig = _figure(8.0, 4.2)
+    ax = fig.add_subplot()
+    n_items = report.n_items
+    grid = np.geomspace(50, max(20 * n_items, 1000), 200)
+    if sigma2.size:
+        kw = {"alpha": report.alpha_per_pair, "power": report.power}
+        med = float(np.median(sigma2))
+        ax.plot(grid, pw.mde(med, grid, **kw), color="black",
+                label=f"median σ_D² = {med:.3f} of the adjacent pairs")
+        ax.fill_between(grid, pw.mde(float(sigma2.min()), grid, **kw),
+                        pw.mde(float(sigma2.max()), grid, **kw), color="0.85",
+                        label="their range of σ_D²")
+    n = np.array([float(p.data["n"]) for p in pairs])
+    gap = np.abs(np.array([float(p.data["delta"]) for p in pairs]))
+    ok = np.array([bool(p.data["resolved"]) for p in pairs])
+    ax.plot(n[ok], gap[ok], "o", color="black", markersize=4, label="|δ̂| of a pair, q ≥ 1")
+    ax.plot(n[~ok], gap[~ok], "o", color="black", markerfacecolor="white", markersize=4,
+            label="|δ̂| of a pair, q < 1")
+    ax.axvline(n_items, color="black", linestyle=":", linewidth=1)
+    ax.text(n_items, 0.9, f" N = {n_items:,} items",
+            transform=ax.get_xaxis_transform(), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("paired items N (log scale)")
+    ax.set_ylabel("minimum detectable effect (log scale)")
+    ax.legend(fontsize=8, loc="lower left", framealpha=1)
+    ax.grid(color="0.9")
+    return _svg(fig, "MDE against N for the board's sigma_D, the benchmark's N marked")
+
+
+def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_Pair],
+                 names: Callable[[_Pair], str]) -> str:
+    """One lane per adjacent pair: log E_n scaled so that the lane's baseline is E = 1 and
+    its dashed line the pair's own threshold 1/γ (a log scale per lane); ▼ marks the
+    decision. One axes for all lanes: dozens of small axes cost seconds to lay out."""
+    fig = _figure(11.0, 0.42 * len(pairs) + 1.0, left=3.6, right=1.5)
+    ax = fig.add_subplot()
+    height = 0.8
+    for lane, p in enumerate(pairs):
+        path = e_value_path(report, table, p.k)
+        thr = math.log(float(p.data["e_threshold"]))
+        at = p.data["first_resolved_at"]
+        idx = np.unique(np.concatenate([
+            np.linspace(0, path.size - 1, min(_PATH_POINTS, path.size)).astype(np.int64),
+            [] if at is None else [int(at) - 1]]).astype(np.int64))
+        base = len(pairs) - 1 - lane
+        scaled = np.clip(path[idx] / thr, -0.15, 1.15)
+        ax.plot(idx + 1, base + height * scaled, color="black", linewidth=0.8)
+        ax.plot([1, max(path.size, 1)], [base + height] * 2, color="black", linestyle="--",
+                linewidth=0.6)
+        ax.axhline(base, color="0.8", linewidth=0.5)
+        if at is not None:
+            ax.plot([at], [base + height * min(path[int(at) - 1] / thr, 1.15)], marker="v",
+                    color="black", markersize=5, linestyle="none")
+        end = path[-1] / math.log(10.0) if path.size else 0.0
+        ax.text(1.005, base + 0.4, f"1/γ={math.exp(thr):.2g}  E={10 ** min(end, 300.0):.2g}"
+                + ("+" if end > 300 else ""), transform=ax.get_yaxis_transform(), fontsize=6.5,
+                va="center")
+    ax.set_yticks(np.arange(len(pairs))[::-1] + 0.4, [names(p) for p in pairs], fontsize=7)
+    ax.set_ylim(-0.3, len(pairs) + 0.1)
+    ax.set_xlabel("paired items n, in the replay's order (lane: log E_n from E = 1 up to "
+                  "the threshold 1/γ, dashed; ▼ decision)", fontsize=8)
+    return _svg(fig, "e-value paths of the adjacent pairs against their thresholds")
+
+
+def _shortcut_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
+    pa = np.array([float(p.data["mean_a"]) for p in pairs])
+    pb = np.array([float(p.data["mean_b"]) for p in pairs])
+    rho = np.nan_to_num(np.array([float(p.data["rho"]) for p in pairs]), nan=0.0)
+    nh = np.asarray(shortcut_size(np.clip(pa, 0, 1), np.clip(pb, 0, 1), np.clip(rho, -1, 1),
+                                  alpha=report.alpha_per_pair, power=report.power).n_exact,
+                    dtype=float).reshape(-1)
+    nstar = np.array([float(p.data["n_star_exact"]) for p in pairs])
+    keep = np.isfinite(nh) & np.isfinite(nstar) & (nh > 0) & (nstar > 0)
+    fig = _figure(6.5, 5.0)
+    ax = fig.add_subplot()
+    if keep.any():
+        lo = float(min(nh[keep].min(), nstar[keep].min())) / 2
+        hi = float(max(nh[keep].max(), nstar[keep].max())) * 2
+        line = np.array([lo, hi])
+        ax.plot(line, line, color="black", linewidth=1, label="n_h = N*")
+        ax.plot(line, line / 2, color="black", linestyle="--", linewidth=1,
+                label="n_h = N*/2 (Lemma 1)")
+        ax.plot(nstar[keep], nh[keep], "o", color="black", markerfacecolor="white",
+                markersize=5, label="an adjacent pair")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("N* (paired McNemar–Connor size, log scale)")
+    ax.set_ylabel("n_h (Cohen's h shortcut × (1 − ρ), log scale)")
+    ax.legend(fontsize=8, loc="upper left", framealpha=1)
+    ax.grid(color="0.9")
+    return _svg(fig, "shortcut n_h against N* for the adjacent pairs")
+
+
+# -- page ----------------------------------------------------------------------------------
+
+def _verdict(value: Any, yes: str = "resolved") -> str:
+    if value is None:
+        return '<td class="no">–</td>'
+    return f'<td class="ok">{yes}</td>' if value else '<td class="no">unresolved</td>'
+
+
+def _anytime_verdict(p: dict[str, Any]) -> str:
+    if not p.get("resolved_anytime"):
+        return '<td class="no">unresolved</td>'
+    at = p["first_resolved_at"]
+    if p["anytime_direction"] > 0:
+        return f'<td class="ok" title="{_esc(p["model_a"])} better">resolved, n={at}</td>'
+    return (f'<td class="ok" title="{_esc(p["model_b"])} better, against the order of the '
+            f'means">resolved for B ↑, n={at}</td>')
+
+
+def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | None = None,
+                command: str | None = None) -> str:
+    """The page of ``report`` (with its anytime replay) on ``table``: every section of
+    :data:`SECTIONS`, every model and every pair of the family, no external reference."""
+    if report.anytime is None:
+        raise ValueError("the HTML report shows anytime verdicts: build the report with "
+                         "monitor.offline.replay.with_anytime()")
+    rep = report.as_dict()
+    name = rep["benchmark"] or rep["source"].rsplit("/", 1)[-1]
+    pairs = [_Pair(k, p) for k, p in enumerate(rep["pairs"])]
+    adjacent = [p for p in pairs if p.data["rank_b"] - p.data["rank_a"] == 1]
+    adjacent.sort(key=lambda p: p.data["rank_a"])
+    ci = model_intervals(report, table)
+    groups = rep["groups"]
+    kind = groups["kind"] if groups else None
+    v = rep["verdicts"]
+    any_info = rep["anytime"]
+    resolved_adj = {key: sum(1 for p in adjacent if p.data.get(key)) for key in
+                    ("resolved", "resolved_cluster", "resolved_strata", "resolved_anytime")}
+
+    out: list[str] = []
+    w = out.append
+    w("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
+    w(f"<title>{_esc(title or f'llm-monitor report: {name}')}</title>")
+    w(f"<style>{_STYLE}</style></head><body>")
+    w(f"<h1>{_esc(title or f'Which gaps on {name} are real?')}</h1>")
+    w("<nav>" + "".join(f'<a href="#{sid}">{_esc(h)}</a>' for sid, h in SECTIONS) + "</nav>")
+
+    # summary
+    w('<section id="summary"><h2>Summary</h2><ul>')
+    w(f"<li>{_esc(name)}: {rep['n_items']:,} items, {rep['n_models']} models, "
+      f"{'0/1 scores (exact McNemar, McNemar e-process)' if rep['binary'] else 'scores in [0, 1] (paired t, bounded e-process)'}.</li>")
+    if groups is None:
+        w("<li>groups: none — items treated as independent; no cluster verdict.</li>")
+    else:
+        w(f"<li>groups: {_esc(groups['column'])} as {'sampled clusters' if kind == 'cluster' else 'fixed strata'} "
+          f"({groups['n_groups']}).</li>")
+    w(f"<li>family: {'adjacent pairs of the ranking' if rep['family'] == 'adjacent' else 'all pairs'} "
+      f"({v['pairs']:,} pairs), correction {_esc(rep['correction'])}: N* sized at α' = "
+      f"{rep['alpha_per_pair']:.3g} (α = {rep['alpha']:g}, power {rep['power']:g}).</li>")
+    w(f"<li>anytime: {_esc(any_info['procedure'])}, each pair at its fixed share γ of "
+      f"α = {any_info['alpha']:g}"
+      + (f" (planned for {any_info['planned_models']} models)" if any_info["planned_models"] else "")
+      + f", replay order {_esc(any_info['order'])}"
+      + (f" (seed {any_info['seed']})" if any_info["seed"] is not None else "")
+      + ", decided at the first crossing and kept.</li>")
+    parts = [f"{resolved_adj['resolved']} resolved at fixed N (q ≥ 1)"]
+    if kind is not None:
+        parts.append(f"{resolved_adj[f'resolved_{kind}']} with {'clusters' if kind == 'cluster' else 'strata'}")
+    parts.append(f"{resolved_adj['resolved_anytime']} resolved anytime")
+    w(f"<li><b>{len(adjacent)} adjacent gaps: {', '.join(parts)}.</b></li>")
+    if rep.get("rank_sets") and "unavailable" not in rep["rank_sets"]:
+        rs = rep["rank_sets"]
+        w(f"<li>rank sets: {_esc(rs['method'])} {rs['coverage']:.0%}, {_esc(rs['procedure'])}, "
+          f"{_esc(rs['covariance'])} covariance: {rs['tiers']} tiers"
+          + ("; the leader is resolved above all" if rs["top_resolved"] else "; no sole leader")
+          + ".</li>")
+    if command:
+        w(f"<li class=\"small\">made by <code>{_esc(command)}</code></li>")
+    w("</ul></section>")
+
+    # ranking
+    w('<section id="ranking"><h2>Ranking</h2>')
+    w('<table><thead><tr><th>#</th><th class="name">model</th><th>mean</th><th>interval</th>'
+      "<th>items</th><th>rank set</th><th>tier</th><th>anytime rank set</th><th>anytime tier</th>"
+      "</tr></thead><tbody>")
+    for e, d in zip(report.ranking, rep["ranking"], strict=True):
+        lo_hi = ci.get(e.model)
+        odd = ' class="tier-odd"' if (e.tier or 0) % 2 == 1 else ""
+        w(f"<tr{odd} data-model=\"{_esc(e.model)}\"><td>{e.rank}</td><td class=\"name\">{_esc(e.model)}</td>"
+          f"<td>{e.mean:.4f}</td>"
+          f"<td>{'–' if lo_hi is None else f'[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]'}</td>"
+          f"<td>{e.n:,}</td>"
+          f"<td>{'–' if e.rank_low is None else f'[{e.rank_low}, {e.rank_high}]'}</td>"
+          f"<td>{_num(e.tier, 'd')}</td>"
+          f"<td>{'–' if 'anytime_rank_low' not in d else '[{}, {}]'.format(d['anytime_rank_low'], d['anytime_rank_high'])}</td>"
+          f"<td>{_num(d.get('anytime_tier'), 'd')}</td></tr>")
+    w("</tbody></table>")
+    cov = "iid" if table.groups is None else (
+        "cluster-robust" if (table.group_kind or "cluster") == "cluster" else "stratified")
+    w(f'<p class="small">interval: mean ± z<sub>1−α/2</sub>·se ({1 - rep["alpha"]:.0%}), se from the '
+      f"{cov} covariance of the means on the items every model has (the rank sets' covariance). "
+      "Rank set: the ranks the model can hold, simultaneous over all models; tier: a group no "
+      "resolution separates. Anytime rank sets follow from the anytime decisions of all pairs.</p>")
+    w(f"<figure>{_ranking_plot(report, ci)}</figure></section>")
+
+    # gaps
+    short = {"cluster": "q_cluster", "strata": "q_strata"}.get(kind or "")
+    w('<section id="gaps"><h2>Adjacent gaps</h2>')
+    w('<table><thead><tr><th>#</th><th class="name">A (above)</th><th class="name">B</th>'
+      "<th>n</th><th>δ̂ = A − B</th><th>q</th>"
+      + (f"<th>{short}</th>" if short else "")
+      + "<th>q_AV</th><th>E</th><th>threshold 1/γ</th><th>fixed-N</th>"
+      + ("<th>cluster</th>" if kind == "cluster" else "<th>strata</th>" if kind else "")
+      + "<th>anytime</th></tr></thead><tbody>")
+    for p in adjacent:
+        d = p.data
+        w(f"<tr data-pair=\"{_esc(d['model_a'])}|{_esc(d['model_b'])}\"><td>{d['rank_a']}</td>"
+          f"<td class=\"name\">{_esc(d['model_a'])}</td><td class=\"name\">{_esc(d['model_b'])}</td>"
+          f"<td>{d['n']:,}</td><td>{d['delta']:+.4f}</td><td>{_num(d['q'], '.2f')}</td>"
+          + (f"<td>{_num(d[short], '.2f')}</td>" if short else "")
+          + f"<td>{_num(d['q_anytime'], '.2f')}</td><td>{_num(d['e_value'], '.3g')}</td>"
+          f"<td>{_num(d['e_threshold'], '.3g')}</td>{_verdict(d['resolved'])}"
+          + (_verdict(d.get(f"resolved_{kind}")) if kind else "")
+          + f"{_anytime_verdict(d)}</tr>")
+    w("</tbody></table>")
+    w('<p class="small">fixed-N: q = N/N* ≥ 1 (a snapshot at this N, family-corrected; not '
+      "valid under continuous monitoring). cluster: q_cluster ≥ 1 with the cluster-robust design "
+      "effect. anytime: the pair's e-process reached its threshold 1/γ at the n shown, in the "
+      "replay order; the decision stays. \"resolved for B ↑\": the evidence gathered along "
+      "the way favoured B, the model ranked below by the means at the end — the means differ "
+      "by little, and the anytime decisions resolve B above A.</p></section>")
+
+    def label(p: _Pair) -> str:
+        d = p.data
+        return f"{d['rank_a']}. {_short(d['model_a'], 22)} vs {_short(d['model_b'], 22)}"
+
+    w(f'<section id="q"><h2>Resolution ratio q per pair</h2><figure>{_q_plot(adjacent, label)}'
+      "</figure></section>")
+    w(f'<section id="mde"><h2>Minimum detectable effect against N</h2><figure>'
+      f"{_mde_plot(report, adjacent)}</figure>"
+      '<p class="small">MDE = z·σ_D/√N at the family-corrected level: a gap above the curve '
+      "at its N is resolvable at fixed N. Points are the adjacent pairs' |δ̂| at their paired "
+      "items.</p></section>")
+    w(f'<section id="evalues"><h2>E-value paths against their thresholds</h2><figure>'
+      f"{_evalue_plot(report, table, adjacent, label)}</figure></section>")
+    w(f'<section id="shortcut"><h2>The shortcut against N*</h2><figure>'
+      f"{_shortcut_plot(report, adjacent)}</figure>"
+      '<p class="small">The G*Power / pwr shortcut (Cohen\'s h per arm, times 1 − ρ) asks for '
+      "about half the paired size N* a gap needs (docs/lemma1.md): points near the dashed line "
+      "are boards sized by the shortcut that would be underpowered.</p></section>")
+    w('<section id="notes"><h2>Definitions</h2><ul class="small">')
+    w("<li>N* = z²σ_D²/δ², z = z<sub>1−α'/2</sub> + z<sub>1−β</sub>; q = N/N*; "
+      "MDE = zσ_D/√N.</li>")
+    w("<li>q_cluster = N/(N*·DE) with the cluster-robust design effect; the cluster verdict "
+      f"assumes {_esc(CLUSTER_ASSUMPTION)}.</li>")
+    w("<li>E_n: the pair's e-process (exact McNemar mixture for 0/1 scores, bounded "
+      "gamma-exponential mixture otherwise); resolved anytime the first time it reaches 1/γ, "
+      "γ the pair's fixed share of α (online Bonferroni over the board's life).</li>")
+    w("</ul></section></body></html>\n")
+    return "".join(out)
+
+
+def write_html(path: Any, report: ResolutionReport, table: ScoreTable, *,
+               command: str | None = None) -> int:
+    """Write :func:`render_html` to ``path``; the number of bytes written."""
+    from pathlib import Path
+
+    text = render_html(report, table, command=command)
+    data = text.encode("utf-8")
+    Path(path).write_bytes(data)
+    return len(data)

@@ -1,0 +1,148 @@
+"""The HTML report: every section, model and adjacent pair of the report, and nothing to fetch."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.io.tables import ScoreTable
+from monitor.offline.html import SECTIONS, e_value_path, render_html
+from monitor.offline.replay import with_anytime
+from monitor.offline.report import build_report
+
+
+class Page(HTMLParser):
+    """What a reader of the page meets: section ids, rows by model and pair, every URL."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.sections: list[str] = []
+        self.models: list[str] = []
+        self.pairs: list[tuple[str, str]] = []
+        self.urls: list[str] = []
+        self.tags: set[str] = set()
+        self.svgs = 0
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.tags.add(tag)
+        if tag == "section" and a.get("id"):
+            self.sections.append(str(a["id"]))
+        if tag == "svg":
+            self.svgs += 1
+        if tag == "tr" and a.get("data-model") is not None:
+            self.models.append(str(a["data-model"]))
+        if tag == "tr" and a.get("data-pair") is not None:
+            left, right = str(a["data-pair"]).split("|")
+            self.pairs.append((left, right))
+        for key in ("href", "src", "xlink:href", "action", "data"):
+            if a.get(key):
+                self.urls.append(str(a[key]))
+
+
+def external_references(text: str, page: Page) -> list[str]:
+    """Anything the browser would fetch from elsewhere: URLs in attributes other than
+    in-page anchors, and any http(s) or protocol-relative URL anywhere in the text."""
+    out = [u for u in page.urls if not u.startswith("#")]
+    out += re.findall(r"(?:https?:)?//[\w.-]+\.\w+", text)
+    out += re.findall(r"url\((?!#)[^)]*\)", text)
+    out += re.findall(r"@import", text)
+    return out
+
+
+def check_page(text: str, rep: dict[str, object]) -> Page:
+    page = Page(text)
+    assert page.sections == [sid for sid, _ in SECTIONS]
+    assert not external_references(text, page), external_references(text, page)[:5]
+    assert not page.tags & {"script", "link", "img", "iframe", "object", "embed"}
+    assert page.svgs == 5  # ranking, q, MDE, e-value paths, shortcut
+    ranking = rep["ranking"]
+    assert isinstance(ranking, list)
+    assert page.models == [e["model"] for e in ranking]
+    pairs = rep["pairs"]
+    assert isinstance(pairs, list)
+    adjacent = [(p["model_a"], p["model_b"]) for p in pairs if p["rank_b"] - p["rank_a"] == 1]
+    assert page.pairs == adjacent
+    return page
+
+
+def small_table() -> ScoreTable:
+    # Four models on 600 items in 6 clusters; the top two far apart, the rest close.
+    rng = np.random.default_rng(7)
+    p = np.array([0.85, 0.6, 0.58, 0.3])
+    x = (rng.random((600, 4)) < p).astype(float)
+    return ScoreTable(source="toy.csv", benchmark="toy (v1.0), 5-shot",
+                      item_ids=np.array([f"q{i}" for i in range(600)]),
+                      models=("A (big), v1.0", "B <small>", 'C "chat"', "D & co"), scores=x,
+                      groups=np.array([f"g{i % 6}" for i in range(600)]), group_kind="cluster",
+                      group_col="topic")
+
+
+def test_small_board_page_has_every_model_pair_and_section_escaped() -> None:
+    table = small_table()
+    report = with_anytime(build_report(table, rank_method="simultaneous"), table)
+    text = render_html(report, table)
+    check_page(text, report.as_dict())
+    assert "B &lt;small&gt;" in text
+    assert "<small>" not in text  # names are escaped, never markup
+    # One number, one implementation: each path ends at the replay's final e-value.
+    for k in range(len(report.figures)):
+        path = e_value_path(report, table, k)
+        assert report.anytime is not None
+        assert path[-1] == pytest.approx(report.anytime.figures.log_e[k], rel=1e-9, abs=1e-9)
+        assert path.size == int(report.figures.n[k])
+
+
+def test_the_page_needs_the_anytime_replay() -> None:
+    table = small_table()
+    with pytest.raises(ValueError, match="with_anytime"):
+        render_html(build_report(table), table)
+
+
+@pytest.mark.slow
+def test_mmlu_pro_html_report_from_the_cli(shared_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mmlu.html"
+    src = str(shared_data / "mmlu_pro_item_correctness_wide.csv")
+    args = [sys.executable, "-m", "monitor.cli", "report", src, "--exclude", "src",
+            "--cluster-col", "category"]
+    made = subprocess.run([*args, "--html", str(out)], capture_output=True, text=True,
+                          timeout=180)
+    assert made.returncode == 0, made.stderr
+    assert f"HTML report: {out}" in made.stderr
+    js = subprocess.run([*args, "--anytime", "--json"], capture_output=True, text=True,
+                        timeout=180)
+    assert js.returncode == 0, js.stderr
+    rep = json.loads(js.stdout)
+    text = out.read_text(encoding="utf-8")
+    assert len(rep["ranking"]) == 32 and len(rep["pairs"]) == 31
+    check_page(text, rep)
+    # The figures on the page are the report's: each pair's δ̂, q and verdicts in its row.
+    rows = re.findall(r'<tr data-pair="[^"]*">(.*?)</tr>', text, re.S)
+    assert len(rows) == 31
+    for row, pair in zip(rows, rep["pairs"], strict=True):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        assert cells[4] == f"{pair['delta']:+.4f}"
+        assert cells[5] == ("∞" if math.isinf(pair["q"]) else f"{pair['q']:.2f}")
+        assert cells[6] == f"{pair['q_cluster']:.2f}"
+        assert cells[7] == f"{pair['q_anytime']:.2f}"
+        fixed, cluster, anytime = cells[-3:]
+        assert fixed == ("resolved" if pair["resolved"] else "unresolved")
+        assert cluster == ("resolved" if pair["resolved_cluster"] else "unresolved")
+        assert anytime.startswith("resolved") == pair["resolved_anytime"]
+        if pair["resolved_anytime"]:
+            assert anytime.endswith(f"n={pair['first_resolved_at']}")
+    summary = re.search(r"<b>31 adjacent gaps: (\d+) resolved at fixed N \(q ≥ 1\), (\d+) with "
+                        r"clusters, (\d+) resolved anytime\.</b>", text)
+    assert summary is not None
+    v = rep["verdicts"]
+    assert [int(g) for g in summary.groups()] == [
+        v["resolved"], v["resolved_cluster"], rep["anytime"]["resolved_anytime"]]
