@@ -54,8 +54,18 @@ WireFloat = Annotated[
 ]
 
 
-NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200)]
-Label = Annotated[str, Field(min_length=1, max_length=100)]
+#: Names hold no control characters (C0, DEL, C1; a newline included): they are path segments
+#: of the HTTP routes, metric label values and lines of logs.
+_NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200, pattern=_NAME_PATTERN)]
+Label = Annotated[str, Field(min_length=1, max_length=100, pattern=_NAME_PATTERN)]
+
+
+def _exactly_one(value: Any) -> Any:
+    # 1 == True == 1.0 in Python, and a literal would take all three.
+    if value == 1 and type(value) is not int:
+        raise ValueError(f"must be the integer 1, got {value!r}")
+    return value
 
 
 class _Event(BaseModel):
@@ -67,7 +77,7 @@ class ItemResult(_Event):
     """One model's score on one benchmark item: the event producers send."""
 
     benchmark: NonEmpty200 = Field(description="benchmark name, e.g. 'mmlu_pro'")
-    item_id: Annotated[str, Field(min_length=1, max_length=500)] = Field(
+    item_id: Annotated[str, Field(min_length=1, max_length=500, pattern=_NAME_PATTERN)] = Field(
         description="the item's identifier inside the benchmark"
     )
     model: NonEmpty200 = Field(description="the model that produced the answer")
@@ -80,11 +90,11 @@ class ItemResult(_Event):
         description="index of this answer among the model's repeated samples of the item "
                     "(avg@k, pass@k); the item's score is the mean of its samples",
     )
-    cluster: Annotated[str, Field(max_length=200)] | None = Field(
+    cluster: Annotated[str, Field(max_length=200, pattern=_NAME_PATTERN)] | None = Field(
         default=None,
         description="grouping label of the item (e.g. subject); the first value seen for an item wins",
     )
-    run_id: Annotated[str, Field(max_length=200)] | None = Field(
+    run_id: Annotated[str, Field(max_length=200, pattern=_NAME_PATTERN)] | None = Field(
         default=None, description="producer's run identifier; recorded, not part of identity"
     )
     variant: str = Field(
@@ -99,7 +109,8 @@ class ItemResult(_Event):
     )
     # Not strict: JSON has no datetime type, so ISO-8601 strings must be accepted here.
     ts: datetime | None = Field(default=None, strict=False, description="when the result was produced")
-    schema_version: Literal[1] = Field(default=1, description="contract version")
+    schema_version: Annotated[Literal[1], BeforeValidator(_exactly_one)] = Field(
+        default=1, description="contract version")
 
 
 class ResolutionChange(_Event):

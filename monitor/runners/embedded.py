@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor.contracts import jsonable
 from monitor.errors import MonitorError
-from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService
+from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService, OverCap
 from monitor.runners.settings import Settings
 
 _PUBLIC_PATHS = frozenset({"/healthz"})
@@ -107,6 +107,11 @@ def build_app(service: EmbeddedService) -> web.Application:
             return resp
         try:
             report = service.ingest_body(body, source="http")
+        except OverCap as over:
+            resp = _json({"error": "over-cap", "cap": over.cap, "limit": over.limit,
+                          "detail": f"{over.detail}; nothing of this request was applied"},
+                         status=over.status)
+            return resp
         except Exception as exc:  # storage failure: the batch was not acknowledged
             print(f"llm-monitor: ingest failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return _error(503, "unavailable", "the batch was not stored; retry")

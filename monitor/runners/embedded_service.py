@@ -43,6 +43,18 @@ SNAPSHOT_RETRY_SECONDS = 60.0
 EXCLUDED_IDS_CAP = 1000
 
 
+class OverCap(Exception):
+    """A request that would take the process past one of its caps; nothing of it was applied.
+
+    ``cap`` is the setting's name, ``limit`` its value, ``status`` the HTTP answer (429 for a
+    cap on what the process holds, 413 for one on the request itself).
+    """
+
+    def __init__(self, cap: str, limit: int, detail: str, *, status: int = 429) -> None:
+        super().__init__(detail)
+        self.cap, self.limit, self.detail, self.status = cap, limit, detail, status
+
+
 @dataclass
 class IngestReport:
     """What one batch did: counts per outcome, rejections with index and reason, new change ids.
@@ -145,6 +157,8 @@ def config_key(config: CoreConfig) -> str:
     options = dataclasses.asdict(config)
     options.pop("per_pair_series")
     options.pop("pair_series_limit")
+    if options["samples"] == 1:
+        options.pop("samples")  # the key of snapshots taken before samples existed
     return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 
@@ -177,6 +191,11 @@ class EmbeddedService:
         self._unstored = Counter(
             "llm_monitor_dead_letters_unstored", "Rejected events counted but not stored as "
             "dead letters (over the per-request or per-window bound)", registry=self.registry)
+        self._refused = Counter(
+            "llm_monitor_requests_refused", "Requests refused whole because they would go "
+            "past a cap (label: the setting)", ["cap"], registry=self.registry)
+        # Perturbation kinds per benchmark, read from its state on first use after a load.
+        self._kinds: dict[str, set[str]] = {}
         self.rebuilt = self._load_state()
         self.host.restore_counters(self.store.counters(), self.store.change_counts())
 
@@ -200,6 +219,7 @@ class EmbeddedService:
         """
         t0 = time.perf_counter()
         self.host.drop()
+        self._kinds = {}
         after: dict[str, int] = {}
         change_ids: dict[str, int] = {}
         for snap in self.store.snapshots():
@@ -261,6 +281,11 @@ class EmbeddedService:
         t0 = time.perf_counter()
         keep = self.settings.dead_letters_per_request
         decoded = decode_events(body, source=source, keep=keep)
+        if decoded.events > self.settings.max_batch_events:
+            self._refuse(OverCap("max_batch_events", self.settings.max_batch_events,
+                                 f"the request holds {decoded.events} events; send at most "
+                                 f"{self.settings.max_batch_events} per request", status=413))
+        self.check_caps([ev for _, ev in decoded.valid])
         unkept = dict(decoded.reasons)
         for letter in decoded.invalid:
             unkept[letter.reason] -= 1
@@ -324,6 +349,60 @@ class EmbeddedService:
                            for d in letters]
         report.reasons = dict(reasons)
         return report
+
+    def _refuse(self, over: OverCap) -> None:
+        self._refused.labels(over.cap).inc()
+        raise over
+
+    def check_caps(self, events: Sequence[ItemResult]) -> None:
+        """Raise :class:`OverCap` when applying ``events`` would take the process past
+        ``max_benchmarks``, ``max_models_per_benchmark``, ``max_clusters_per_benchmark`` or
+        ``max_perturbation_kinds`` (names already held never count twice)."""
+        s = self.settings
+        names: dict[str, tuple[set[str], set[str], set[str]]] = {}
+        for ev in events:
+            got = names.get(ev.benchmark)
+            if got is None:
+                got = names[ev.benchmark] = (set(), set(), set())
+            got[0].add(ev.model)
+            if ev.cluster is not None:
+                got[1].add(ev.cluster)
+            if ev.variant != "original":
+                got[2].add(ev.variant)
+        held = self.host.monitors
+        new = [b for b in names if b not in held]
+        if len(held) + len(new) > s.max_benchmarks:
+            self._refuse(OverCap("max_benchmarks", s.max_benchmarks,
+                                 f"{len(new)} new benchmark(s) (first {new[0][:80]!r}) over the "
+                                 f"cap of {s.max_benchmarks} benchmarks ({len(held)} held)"))
+        for bench, (models, clusters, kinds) in names.items():
+            board = held[bench]._benches.get(bench) if bench in held else None
+            have_models = board.model_col if board is not None else {}
+            have_clusters = board.cluster_id if board is not None else {}
+            have_kinds = self._kinds_of(bench)
+            for cap, limit, have, want in (
+                    ("max_models_per_benchmark", s.max_models_per_benchmark, have_models, models),
+                    ("max_clusters_per_benchmark", s.max_clusters_per_benchmark, have_clusters,
+                     clusters),
+                    ("max_perturbation_kinds", s.max_perturbation_kinds, have_kinds, kinds)):
+                extra = [x for x in want if x not in have]
+                if len(have) + len(extra) > limit:
+                    what = cap.removeprefix("max_").replace("_", " ")
+                    self._refuse(OverCap(cap, limit, f"benchmark {bench[:80]!r}: {len(extra)} "
+                                         f"new (first {extra[0][:80]!r}) over the cap of {limit} "
+                                         f"{what} ({len(have)} held)"))
+        for bench, (_, _, kinds) in names.items():
+            if kinds:
+                self._kinds_of(bench).update(kinds)
+
+    def _kinds_of(self, bench: str) -> set[str]:
+        kinds = self._kinds.get(bench)
+        if kinds is None:
+            mon = self.host.monitors.get(bench)
+            board = mon._benches.get(bench) if mon is not None else None
+            kinds = self._kinds[bench] = ({k for k, _, _ in board.perturbed}
+                                          if board is not None else set())
+        return kinds
 
     def _bounded(self, letters: list[DeadLetter], total: int, source: str) -> list[DeadLetter]:
         """The dead letters of a request to store: ``letters`` (its first rejections) as far

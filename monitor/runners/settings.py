@@ -193,6 +193,14 @@ class Settings(BaseSettings):
     dead_letters_per_request: int = Field(default=20, ge=1)
     dead_letters_per_window: int = Field(default=1000, ge=1)
     dead_letter_window: float = Field(default=60.0, gt=0.0)
+    # What one client can make the process hold: a request that would go past a cap is refused
+    # whole (429, or 413 for max_batch_events) and nothing of it is applied; the memory each
+    # costs is in docs/operations.md "Caps".
+    max_benchmarks: int = Field(default=1000, ge=1)
+    max_models_per_benchmark: int = Field(default=1000, ge=2)
+    max_clusters_per_benchmark: int = Field(default=1000, ge=1)
+    max_perturbation_kinds: int = Field(default=64, ge=1)
+    max_batch_events: int = Field(default=200_000, ge=1)
 
     # -- distributed worker (llm-monitor worker) -------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"

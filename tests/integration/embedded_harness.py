@@ -154,6 +154,66 @@ class Server:
         return data.decode()
 
 
+class HealthProbe:
+    """GET /healthz in a loop from a thread of its own, on its own connection, recording each
+    answer's latency (a timeout or a failure is recorded as ``timeout`` seconds)."""
+
+    def __init__(self, port: int, *, timeout: float = 5.0, pause: float = 0.005) -> None:
+        import threading
+
+        self.port, self.timeout, self.pause = port, timeout, pause
+        self.latencies: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout + 5)
+
+    def _run(self) -> None:
+        conn: http.client.HTTPConnection | None = None
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+                conn.request("GET", "/healthz")
+                resp = conn.getresponse()
+                resp.read()
+                ok = resp.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+                if conn is not None:
+                    conn.close()
+                conn = None
+            took = time.perf_counter() - t0
+            if not ok:
+                self.failures += 1
+                took = max(took, self.timeout)
+            self.latencies.append(took)
+            self._stop.wait(self.pause)
+        if conn is not None:
+            conn.close()
+
+    def p99(self) -> float:
+        """The 99th percentile latency in seconds (inf when nothing was measured)."""
+        if not self.latencies:
+            return float("inf")
+        xs = sorted(self.latencies)
+        return xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+
+    def summary(self) -> str:
+        xs = sorted(self.latencies) or [float("nan")]
+        return (f"/healthz: {len(self.latencies)} probes, {self.failures} failed, median "
+                f"{1000 * xs[len(xs) // 2]:.1f} ms, p99 {1000 * self.p99():.1f} ms, max "
+                f"{1000 * xs[-1]:.1f} ms")
+
+
 def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, Any]:
     """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
     import csv

@@ -26,7 +26,11 @@ def _rows(db: Path) -> int:
 
 
 def test_two_megabytes_of_bad_lines_cost_o1_rows(tmp_path: Path) -> None:
-    srv = Server(tmp_path / "h.db").start()
+    # The events cap (max_batch_events, 200,000 by default) would refuse this body whole
+    # (test_the_events_cap_refuses_a_million_lines): raised here to reach the dead letters.
+    config = tmp_path / "h.toml"
+    config.write_text("max_batch_events = 2000000\n")
+    srv = Server(tmp_path / "h.db", "--config", str(config)).start()
     try:
         body = b"1\n" * MB  # 2 MB, 1,048,576 lines that are JSON but not events
         body += json.dumps(GOOD).encode() + b"\n"
@@ -75,5 +79,20 @@ def test_dead_letters_stored_per_window_are_bounded(tmp_path: Path) -> None:
         text = srv.metrics()
         assert metric_value(text, "llm_monitor_events_total", outcome="invalid") == 300
         assert metric_value(text, "llm_monitor_dead_letters_unstored_total") == 300 - 10
+    finally:
+        srv.kill()
+
+
+def test_the_events_cap_refuses_a_million_lines(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "h.db").start()
+    try:
+        t0 = time.perf_counter()
+        status, reply = srv.post(b"1\n" * MB)
+        took = time.perf_counter() - t0
+        assert status == 413 and reply["cap"] == "max_batch_events", reply
+        assert took <= 2.0 and _rows(srv.db) == 0, f"{took:.2f} s, {_rows(srv.db)} rows"
+        text = srv.metrics()
+        assert metric_value(text, "llm_monitor_requests_refused_total",
+                            cap="max_batch_events") == 1
     finally:
         srv.kill()

@@ -59,3 +59,24 @@ def test_keep_bounds_the_dead_letters_built_and_counts_the_rest() -> None:
     assert [x.index for x in d.invalid] == [0, 1, 2, 3, 4]
     assert d.rejected == 50_010 and d.reasons == {"schema": 50_000, "invalid-json": 10}
     assert d.events == 50_011
+
+
+def test_schema_version_is_the_integer_one() -> None:
+    for value, ok in (("1", True), ("true", False), ("1.0", False), ("2", False)):
+        body = LINE[:-1] + b', "schema_version": ' + value.encode() + b"}"
+        for form in (body, b"[" + body + b"]", body + b"\n" + body):
+            d = decode_events(form, source="http")
+            assert bool(d.valid) is ok and bool(d.invalid) is not ok, (form, d.invalid)
+            if not ok:
+                assert "'schema_version'" in d.invalid[0].detail, d.invalid[0].detail
+
+
+def test_names_with_control_characters_are_rejected_alone() -> None:
+    names = ["a\nb", "tab\there", "del\x7f", "c1\u0085", "nul\x00"]
+    lines = [json.dumps({**GOOD, field: name}).encode()
+             for field in ("benchmark", "model", "item_id", "cluster") for name in names]
+    d = decode_events(b"\n".join([LINE, *lines, LINE]), source="http")
+    assert [i for i, _ in d.valid] == [0, len(lines) + 1]
+    assert d.rejected == len(lines) and d.reasons == {"schema": len(lines)}
+    ok = decode_events(json.dumps({**GOOD, "model": "é ☃ 模型 (v2)"}).encode(), source="http")
+    assert ok.valid and not ok.invalid

@@ -1,0 +1,74 @@
+"""Caps against a real ``llm-monitor run``: a request that would take the process past a cap
+on benchmarks, models, clusters, perturbation kinds or events per request is refused whole
+with a 4xx naming the cap, nothing accepted before is lost, and names with control
+characters are rejected line by line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.embedded_harness import Server, metric_value
+
+pytestmark = pytest.mark.integration
+
+
+def _ev(bench: str, item: str, model: str, **extra: object) -> dict:
+    return {"benchmark": bench, "item_id": item, "model": model, "score": 1, **extra}
+
+
+def _ndjson(events: list[dict]) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def test_each_cap_refuses_with_its_name_and_keeps_what_was_accepted(tmp_path: Path) -> None:
+    config = tmp_path / "caps.toml"
+    config.write_text("max_benchmarks = 3\nmax_models_per_benchmark = 4\n"
+                      "max_clusters_per_benchmark = 2\nmax_perturbation_kinds = 2\n"
+                      "max_batch_events = 50\n")
+    srv = Server(tmp_path / "caps.db", "--config", str(config)).start()
+    try:
+        ok = [_ev(b, "1", m, cluster="c1") for b in ("a", "b", "c") for m in ("x", "y")]
+        status, reply = srv.post(_ndjson(ok))
+        assert status == 202 and reply["accepted"] == 6, reply
+
+        def refused(events: list[dict], cap: str, code: int = 429) -> None:
+            status, reply = srv.post(_ndjson(events))
+            assert status == code and reply["cap"] == cap, (status, reply)
+            assert cap in json.dumps(reply) and "nothing of this request" in reply["detail"]
+
+        # One new benchmark past the cap refuses its whole request, valid neighbours too.
+        refused([_ev("a", "2", "x"), _ev("d", "1", "x")], "max_benchmarks")
+        refused([_ev("a", "2", m) for m in ("x", "y", "z", "w", "v")], "max_models_per_benchmark")
+        refused([_ev("a", str(i), "x", cluster=f"c{i}") for i in range(2, 4)],
+                "max_clusters_per_benchmark")
+        refused([_ev("a", "1", "x", variant=f"perturbed:k{i}") for i in range(3)],
+                "max_perturbation_kinds")
+        refused([_ev("a", str(i), "x") for i in range(51)], "max_batch_events", 413)
+        # Up to the caps is fine, and names already held never count twice.
+        fine = ([_ev("a", "2", m, cluster="c2") for m in ("x", "y", "z", "w")]
+                + [_ev("a", "1", "x", variant=f"perturbed:k{i}") for i in range(2)])
+        status, reply = srv.post(_ndjson(fine))
+        assert status == 202 and reply["accepted"] == 6, reply
+        # Nothing accepted before a refusal is lost.
+        assert srv.get_json("/v1/benchmarks")[1]["benchmarks"] == ["a", "b", "c"]
+        text = srv.metrics()
+        assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == 12
+        for cap in ("max_benchmarks", "max_models_per_benchmark", "max_batch_events"):
+            assert metric_value(text, "llm_monitor_requests_refused_total", cap=cap) == 1
+        # Control characters (a newline included) in a name reject that line only.
+        bad = [_ev("a\nb", "1", "x"), _ev("a", "1\t", "x"), _ev("a", "3", "x\x7f"),
+               _ev("a", "3", "x", cluster="c\u0085"), _ev("a", "4", "y")]
+        status, reply = srv.post(_ndjson(bad))
+        assert status == 202 and reply["accepted"] == 1 and reply["invalid"] == 4, reply
+        assert [r["index"] for r in reply["rejected"]] == [0, 1, 2, 3], reply
+        assert all("pattern" in r["detail"] for r in reply["rejected"]), reply
+        srv.kill()
+        srv.start()  # the caps hold against what a restart rebuilt
+        refused([_ev("e", "1", "x")], "max_benchmarks")
+        refused([_ev("a", "9", "v")], "max_models_per_benchmark")
+    finally:
+        srv.kill()
+
