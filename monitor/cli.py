@@ -22,6 +22,7 @@ def _root() -> None:
 #: register two commands each).
 _COMMAND_MODULES = {"power": "power", "leakage": "leakage", "report": "report",
                     "stability": "stability", "run": "run", "demo": "run",
+                    "post": "post",
                     "calibrate": "calibrate", "compare": "compare", "verdict": "verdict",
                     "schemas": "schemas", "worker": "worker", "produce": "worker"}
 
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a MonitorError becomes a one-line message and exit status 2, no traceback."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        build_app(args[0] if args else None)(args=args, standalone_mode=False)
+        # Without standalone mode, click returns a command's typer.Exit code instead of raising.
+        status = build_app(args[0] if args else None)(args=args, standalone_mode=False)
     except MonitorError as exc:
         typer.echo(f"llm-monitor: error: {exc}", err=True)
         return 2
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except ClickException as exc:  # usage errors carry their own exit codes
         exc.show()
         return exc.exit_code
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

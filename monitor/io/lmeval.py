@@ -6,12 +6,19 @@ Mapping to llm-monitor results (documented in docs/live.md):
   ``2024-05-13T12-34-56.123456`` is optional, as in older harness versions);
 - model = the ``model`` argument when given, else the name of the parent directory, where the
   harness writes ``<output_path>/<org>__<name>/``; ``__`` becomes ``/`` again;
-- item_id = ``doc_id`` (as a string);
+- item_id = ``doc_id`` (as a string) when the file's task is the benchmark; when the file is a
+  subtask of a group (``--benchmark mmlu`` over ``samples_mmlu_anatomy_….jsonl``,
+  ``samples_mmlu_astronomy_….jsonl``, …, whose doc_ids all start at 0), item_id =
+  ``<task>/<doc_id>`` and the subtask is the item's cluster;
 - score = the per-sample metric: ``metric`` when given, else the first of the line's
   ``metrics`` list (harness ≥ 0.4.3 writes it), else the first present of
   acc, exact_match, acc_norm, pass@1, em, f1. It must be a number in [0, 1] (booleans count 0/1);
 - tasks with several filters (e.g. gsm8k's ``strict-match`` and ``flexible-extract``) log one
   line per (doc, filter): ``filter`` selects one, by default the first seen in the file.
+
+:class:`SamplesParser` reads one line at a time (``llm-monitor watch`` follows files as the
+harness writes them); :func:`read_lmeval_samples` reads a whole file with it and
+:func:`samples_table` joins the files of several models and subtasks into one score table.
 """
 
 from __future__ import annotations
@@ -19,12 +26,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from monitor.errors import InputError
+
+if TYPE_CHECKING:
+    from monitor.io.tables import ScoreTable
 
 _NAME = re.compile(
     r"^samples_(?P<task>.+?)(?:_(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?))?\.jsonl$"
@@ -43,6 +55,7 @@ class LmEvalSamples:
     filter: str | None
     item_ids: np.ndarray
     scores: np.ndarray
+    cluster: str | None = None
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -89,14 +102,81 @@ def _score(value: object, *, source: str, line: int, field: str) -> float:
     return f
 
 
+def namespaced(task: str, benchmark: str | None) -> bool:
+    """True when a file of ``task`` is a subtask of ``benchmark``: its ids need the task prefix."""
+    return benchmark is not None and benchmark != task
+
+
+def item_id_of(task: str, doc_id: str, *, benchmark: str | None) -> str:
+    """The item id of a doc: ``doc_id``, or ``<task>/<doc_id>`` inside a group benchmark.
+
+    Example
+    -------
+    >>> item_id_of("mmlu_anatomy", "12", benchmark="mmlu"), item_id_of("gsm8k", "12", benchmark=None)
+    ('mmlu_anatomy/12', '12')
+    """
+    return f"{task}/{doc_id}" if namespaced(task, benchmark) else doc_id
+
+
+class SamplesParser:
+    """Scores the lines of one samples file, one at a time.
+
+    The metric and the filter are fixed by the first scored line (unless given), so the lines
+    of a file read in several passes — as ``watch`` does while the harness writes — get the
+    same choice as a single pass.
+    """
+
+    def __init__(self, source: str, *, metric: str | None = None,
+                 filter: str | None = None) -> None:
+        self.source = source
+        self.metric = metric
+        self.filter = filter
+
+    def parse(self, raw: str | bytes, lineno: int) -> tuple[str, float] | None:
+        """(doc_id, score) of one line; None for a blank line or a line of another filter."""
+        source = self.source
+        if not raw.strip():
+            return None
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=lineno) from None
+        except UnicodeDecodeError:
+            raise InputError("not UTF-8", source=source, line=lineno) from None
+        if not isinstance(rec, dict):
+            raise InputError("expected a JSON object", source=source, line=lineno)
+        if "doc_id" not in rec:
+            raise InputError("missing", source=source, line=lineno, field="doc_id")
+        line_filter = rec.get("filter")
+        if self.filter is None:
+            self.filter = line_filter
+        if line_filter is not None and line_filter != self.filter:
+            return None
+        if self.metric is None:
+            listed = [m for m in rec.get("metrics") or [] if m in rec]
+            candidates = listed or [m for m in _PREFERRED_METRICS if m in rec]
+            if not candidates:
+                raise InputError("no per-sample metric found (pass --metric)",
+                                 source=source, line=lineno)
+            self.metric = candidates[0]
+        if self.metric not in rec:
+            raise InputError("missing", source=source, line=lineno, field=self.metric)
+        return str(rec["doc_id"]), _score(rec[self.metric], source=source, line=lineno,
+                                          field=self.metric)
+
+
 def read_lmeval_samples(
     path: Path | str,
     *,
     model: str | None = None,
     metric: str | None = None,
     filter: str | None = None,
+    benchmark: str | None = None,
 ) -> LmEvalSamples:
     """Read one ``samples_<task>_<timestamp>.jsonl`` file; see the module docstring for the mapping.
+
+    ``benchmark``, when it names a group rather than the file's task, namespaces the item ids
+    by the task and makes the task the cluster.
 
     Raises :class:`InputError` naming the file, line and field on malformed lines, duplicate
     ``doc_id`` values, missing metrics or scores outside [0, 1].
@@ -110,50 +190,148 @@ def read_lmeval_samples(
     ids: list[str] = []
     scores: list[float] = []
     seen: set[str] = set()
-    chosen_metric = metric
-    chosen_filter = filter
+    parser = SamplesParser(source, metric=metric, filter=filter)
     try:
-        handle = path.open("r", encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", source=source) from exc
     with handle:
         for lineno, raw in enumerate(handle, start=1):
-            if not raw.strip():
+            parsed = parser.parse(raw, lineno)
+            if parsed is None:
                 continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON ({exc.msg})", source=source, line=lineno) from None
-            if not isinstance(rec, dict):
-                raise InputError("expected a JSON object", source=source, line=lineno)
-            if "doc_id" not in rec:
-                raise InputError("missing", source=source, line=lineno, field="doc_id")
-            line_filter = rec.get("filter")
-            if chosen_filter is None:
-                chosen_filter = line_filter
-            if line_filter is not None and line_filter != chosen_filter:
-                continue
-            if chosen_metric is None:
-                listed = [m for m in rec.get("metrics") or [] if m in rec]
-                candidates = listed or [m for m in _PREFERRED_METRICS if m in rec]
-                if not candidates:
-                    raise InputError("no per-sample metric found (pass --metric)",
-                                     source=source, line=lineno)
-                chosen_metric = candidates[0]
-            if chosen_metric not in rec:
-                raise InputError("missing", source=source, line=lineno, field=chosen_metric)
-            doc_id = str(rec["doc_id"])
+            doc_id, score = parsed
             if doc_id in seen:
                 raise InputError(f"duplicate doc_id {doc_id!r}", source=source, line=lineno,
                                  field="doc_id")
             seen.add(doc_id)
-            ids.append(doc_id)
-            scores.append(_score(rec[chosen_metric], source=source, line=lineno,
-                                 field=chosen_metric))
+            ids.append(item_id_of(task, doc_id, benchmark=benchmark))
+            scores.append(score)
     if not ids:
-        raise InputError("no samples", source=source)
+        raise InputError("no samples" if parser.metric is None or parser.filter is None
+                         else f"no samples with filter {parser.filter!r}", source=source)
     return LmEvalSamples(
-        source=source, task=task, model=model_name, metric=str(chosen_metric),
-        filter=chosen_filter, item_ids=np.asarray(ids, dtype=object),
+        source=source, task=task, model=model_name, metric=str(parser.metric),
+        filter=parser.filter, item_ids=np.asarray(ids, dtype=object),
         scores=np.asarray(scores, dtype=np.float64),
+        cluster=task if namespaced(task, benchmark) else None,
     )
+
+
+def samples_table(
+    paths: Sequence[Path | str],
+    *,
+    benchmark: str | None = None,
+    model: str | None = None,
+    metric: str | None = None,
+    filter: str | None = None,
+) -> ScoreTable:
+    """The samples files of several models (and subtasks) as one items × models score table.
+
+    Files of more than one task form a group: without ``benchmark`` it is named after the
+    tasks' common prefix (``mmlu_anatomy``, ``mmlu_astronomy`` → ``mmlu``), item ids are
+    namespaced by task and the tasks are the clusters (``group_kind == "cluster"``).
+    """
+    from monitor.io.tables import ScoreTable
+
+    if not paths:
+        raise InputError("no samples files given", source="samples")
+    tasks = [parse_samples_name(Path(p).name)[0] for p in paths]
+    if benchmark is None and len(set(tasks)) > 1:
+        benchmark = _common_prefix(tasks) or "+".join(sorted(set(tasks)))
+    files = [read_lmeval_samples(p, model=model, metric=metric, filter=filter,
+                                 benchmark=benchmark) for p in paths]
+    item_index: dict[str, int] = {}
+    cluster_of: dict[str, str | None] = {}
+    model_index: dict[str, int] = {}
+    for f in files:
+        model_index.setdefault(f.model, len(model_index))
+        for i in f.item_ids.tolist():
+            if i not in item_index:
+                item_index[i] = len(item_index)
+                cluster_of[i] = f.cluster
+    scores = np.full((len(item_index), len(model_index)), np.nan)
+    for f in files:
+        col = model_index[f.model]
+        rows = np.fromiter((item_index[i] for i in f.item_ids.tolist()), dtype=np.int64,
+                           count=len(f))
+        if not np.all(np.isnan(scores[rows, col])):
+            raise InputError(f"model {f.model!r} has two files with the same items of task "
+                             f"{f.task!r} (pass --model, or one file per model and task)",
+                             source=f.source)
+        scores[rows, col] = f.scores
+    ids = np.asarray(list(item_index), dtype=str)
+    grouped = any(c is not None for c in cluster_of.values())
+    return ScoreTable(
+        source=", ".join(str(p) for p in paths), benchmark=benchmark or tasks[0],
+        item_ids=ids, models=tuple(model_index), scores=scores,
+        groups=(np.asarray([cluster_of[i] or "" for i in item_index], dtype=str)
+                if grouped else None),
+        group_kind="cluster" if grouped else None, group_col="task" if grouped else None,
+    )
+
+
+def _common_prefix(tasks: Sequence[str]) -> str:
+    """The longest common ``_``-separated prefix of task names (``mmlu_a``, ``mmlu_b`` → ``mmlu``)."""
+    parts = [t.split("_") for t in tasks]
+    common: list[str] = []
+    for words in zip(*parts, strict=False):
+        if len(set(words)) != 1:
+            break
+        common.append(words[0])
+    return "_".join(common)
+
+
+@dataclass
+class SamplesFollower:
+    """Follows one samples file as the harness appends to it: the results of the lines
+    completed since the last call, each once.
+
+    ``offset``, ``lineno``, ``metric`` and ``filter`` are the whole state: a follower rebuilt
+    from them (``watch`` keeps them in its state file) goes on where the last one stopped, with
+    the same metric and filter. A line without its newline yet is left for the next call.
+    """
+
+    path: Path
+    model: str
+    benchmark: str | None = None
+    offset: int = 0
+    lineno: int = 0
+    metric: str | None = None
+    filter: str | None = None
+
+    @property
+    def task(self) -> str:
+        return parse_samples_name(self.path.name)[0]
+
+    def read_new(self) -> list[tuple[dict[str, object], str]]:
+        """(result, ``file:line``) of every complete new scored line; advances the state."""
+        task = self.task
+        bench = self.benchmark or task
+        cluster = task if namespaced(task, self.benchmark) else None
+        parser = SamplesParser(str(self.path), metric=self.metric, filter=self.filter)
+        out: list[tuple[dict[str, object], str]] = []
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc.strerror})", source=str(self.path)) from exc
+        end = data.rfind(b"\n") + 1  # complete lines only
+        lineno = self.lineno
+        for raw in data[:end].splitlines():
+            lineno += 1
+            parsed = parser.parse(raw, lineno)
+            if parsed is None:
+                continue
+            doc_id, score = parsed
+            event: dict[str, object] = {
+                "benchmark": bench, "model": self.model, "score": score,
+                "item_id": item_id_of(task, doc_id, benchmark=self.benchmark)}
+            if cluster is not None:
+                event["cluster"] = cluster
+            out.append((event, f"{self.path}:{lineno}"))
+        self.offset += end
+        self.lineno = lineno
+        self.metric, self.filter = parser.metric, parser.filter
+        return out

@@ -49,18 +49,26 @@ def load_blocks(
     metric: str | None = None,
     exclude: Sequence[str] = (),
     cluster_col: str | None = None,
+    filter: str | None = None,
 ) -> list[Block]:
-    """Read every replay file: lm-eval samples (``samples_*.jsonl``) or long/wide tables."""
+    """Read every replay file: lm-eval samples (``samples_*.jsonl``) or long/wide tables.
+
+    lm-eval files of a group (``benchmark`` other than their task) get item ids namespaced by
+    the task and the task as cluster, so the subtasks' colliding doc_ids stay distinct items.
+    """
     blocks: list[Block] = []
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise InputError("no such file", source=str(path))
         if is_samples_file(path):
-            s = read_lmeval_samples(path, model=model, metric=metric)
+            s = read_lmeval_samples(path, model=model, metric=metric, filter=filter,
+                                    benchmark=benchmark)
             blocks.append(Block(
                 source=s.source, benchmark=benchmark or s.task, item_ids=s.item_ids,
-                models=(s.model,), scores=s.scores.reshape(-1, 1), clusters=None,
+                models=(s.model,), scores=s.scores.reshape(-1, 1),
+                clusters=(np.full(len(s), s.cluster, dtype=object)
+                          if s.cluster is not None else None),
             ))
             continue
         from monitor.io.tables import read_table

@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "monitor.audit": 2,
     "monitor.runners": 3,  # with runners.settings: it derives the core's configuration
     "monitor.sinks": 3,
+    "monitor.client": 3,  # the HTTP client of a running monitor: a transport, like the runners
     "monitor.commands": 4,
     "monitor.cli": 4,
 }

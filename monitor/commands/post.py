@@ -1,0 +1,138 @@
+"""``llm-monitor post``: send finished result files to a running monitor over HTTP."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from monitor.commands._output import emit
+from monitor.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from monitor.client import PostReport
+
+HELP = "\n\n".join([
+    "Send result files to a running monitor (llm-monitor run) at --url, in batches; a batch "
+    "that fails in transit is sent again (the monitor counts a result it already holds as "
+    "duplicate, so re-sending is safe).",
+    "FILE is a long or wide table (as for report), an lm-evaluation-harness samples file "
+    "(samples_<task>_<timestamp>.jsonl: model from its directory or --model, item = doc_id, "
+    "or <task>/<doc_id> with the task as cluster when --benchmark names a group of subtasks), "
+    "or an inspect_ai log (.eval, or .json written by inspect_ai).",
+    "Prints what the monitor did: accepted, duplicate, conflict and invalid lines, and each "
+    "rejected line with its file and line. Exit status 1 when any line was rejected.",
+])
+
+UrlOpt = Annotated[str, typer.Option(
+    "--url", envvar="LLM_MONITOR_URL", help="the monitor's base URL, e.g. http://127.0.0.1:8000")]
+TokenFileOpt = Annotated[Path | None, typer.Option(
+    "--token-file", help="file holding the monitor's bearer token (or LLM_MONITOR_TOKEN)")]
+BenchmarkOpt = Annotated[str | None, typer.Option(
+    help="benchmark name (default: the table's, the lm-eval task, the inspect task); for lm-eval "
+    "subtask files the group name, which namespaces doc_ids by subtask")]
+ModelOpt = Annotated[str | None, typer.Option(help="model name of lm-eval or inspect files")]
+MetricOpt = Annotated[str | None, typer.Option(help="per-sample metric of lm-eval files")]
+FilterOpt = Annotated[str | None, typer.Option(
+    "--filter", help="lm-eval filter to read, e.g. flexible-extract (default: the first in the file)")]
+ScorerOpt = Annotated[str | None, typer.Option(help="scorer of inspect logs (default: the first)")]
+ExcludeOpt = Annotated[list[str] | None, typer.Option(help="table column to ignore (repeatable)")]
+ClusterOpt = Annotated[str | None, typer.Option(help="table column holding the item cluster")]
+BatchOpt = Annotated[int, typer.Option(help="results per request")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+
+
+def read_token(token_file: Path | None) -> str | None:
+    """The bearer token from ``--token-file``, else LLM_MONITOR_TOKEN, else None."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the token file {token_file}: {exc.strerror}") from None
+        if not token:
+            raise ConfigError(f"the token file {token_file} is empty")
+        return token
+    return os.environ.get("LLM_MONITOR_TOKEN") or None
+
+
+def file_events(path: Path, *, benchmark: str | None, model: str | None, metric: str | None,
+                filter: str | None, scorer: str | None, exclude: tuple[str, ...],
+                cluster_col: str | None) -> Iterator[tuple[dict[str, Any], str]]:
+    """(result, label) of every result in one file, in file order."""
+    from monitor.io.inspect import is_inspect_log
+    from monitor.io.lmeval import SamplesFollower, is_samples_file, model_from_dir
+
+    if not path.is_file():
+        raise InputError("no such file", source=str(path))
+    if is_samples_file(path):
+        follower = SamplesFollower(path, model=model or model_from_dir(path),
+                                   benchmark=benchmark, metric=metric, filter=filter)
+        yield from follower.read_new()
+        return
+    if is_inspect_log(path):
+        from monitor.io.inspect import inspect_events
+
+        yield from inspect_events(path, benchmark=benchmark, model=model, scorer=scorer)
+        return
+    from monitor.runners.replay import ReplayStream, load_blocks
+
+    blocks = load_blocks([path], benchmark=benchmark, exclude=exclude, cluster_col=cluster_col)
+    stream = ReplayStream(blocks)  # file order: item by item, models left to right
+    for batch in stream.batches(10_000):
+        for ev in batch:
+            yield (ev.model_dump(mode="json", exclude_none=True),
+                   f"{path}: item {ev.item_id}, model {ev.model}")
+
+
+def render_report(report: PostReport, files: list[str], console: Console) -> None:
+    c = report.counts()
+    console.print(f"posted {c['events']} results from {len(files)} file(s) in {report.batches} "
+                  f"request(s){f', {report.retries} sent again' if report.retries else ''}: "
+                  f"accepted {c['accepted']}, duplicate {c['duplicate']}, "
+                  f"conflict {c['conflict']}, invalid {c['invalid']}", soft_wrap=True)
+    for r in report.rejected[:50]:
+        console.print(f"  rejected {r.source or f'line {r.index}'}: {r.reason}: {r.detail}",
+                      markup=False, highlight=False, soft_wrap=True)
+    more = len(report.rejected) - 50 + report.rejected_unlisted
+    if more > 0:
+        console.print(f"  … and {more} more rejected lines (reasons: {report.reasons})",
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("post", help=HELP)
+    def post_cmd(
+        files: Annotated[list[Path], typer.Argument(help="result files", show_default=False)],
+        url: UrlOpt,
+        token_file: TokenFileOpt = None,
+        benchmark: BenchmarkOpt = None,
+        model: ModelOpt = None,
+        metric: MetricOpt = None,
+        filter: FilterOpt = None,
+        scorer: ScorerOpt = None,
+        exclude: ExcludeOpt = None,
+        cluster_col: ClusterOpt = None,
+        batch_size: BatchOpt = 2000,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from monitor.client import MonitorClient, PostReport
+
+        token = read_token(token_file)
+        report = PostReport()
+        with MonitorClient(url, token=token, batch_size=batch_size) as client:
+            for path in files:
+                pairs = file_events(path, benchmark=benchmark, model=model, metric=metric,
+                                    filter=filter, scorer=scorer,
+                                    exclude=tuple(exclude or ()), cluster_col=cluster_col)
+                report = report.merge(client.post_labelled(pairs))
+        emit(report.as_dict() | {"files": [str(f) for f in files]}, as_json=as_json,
+             human=lambda console: render_report(report, [str(f) for f in files], console))
+        if report.conflict or report.invalid:
+            sys.stdout.flush()
+            raise typer.Exit(1)

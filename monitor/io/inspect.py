@@ -1,0 +1,178 @@
+"""Reader of inspect_ai evaluation logs (``.eval``, or ``.json`` written by inspect_ai).
+
+The logs are read with inspect_ai's own reader (the optional ``inspect`` extra:
+``pip install 'llm-monitor[inspect]'``). Mapping to llm-monitor results (docs/feeding.md):
+
+- benchmark = the log's task (``eval.task``), unless given;
+- model = the log's model (``eval.model``, e.g. ``openai/gpt-4o``), unless given;
+- item_id = the sample's ``id`` (as a string); sample = its ``epoch`` − 1, so the epochs of a
+  run with ``epochs > 1`` are repeated samples of the item;
+- score = the value of one scorer, ``scorer`` when given, else the log's first scorer (the
+  first of ``results.scores``), turned into a number by inspect_ai's own ``value_to_float``
+  (``C`` → 1, ``I`` → 0, ``P`` → 0.5, ``N`` → 0, booleans and numbers as they are). It must lie
+  in [0, 1]. Samples that ended in an error carry no score and are left out, as inspect_ai
+  leaves them out of its metrics.
+
+With these choices the mean of a model's item scores (its epochs averaged first, inspect_ai's
+default ``mean`` reducer) is the scorer's ``accuracy`` metric.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from monitor.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from monitor.io.tables import ScoreTable
+
+# inspect_ai writes its JSON logs with these keys first.
+_JSON_LOG_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:')
+
+
+@dataclass(frozen=True)
+class InspectScores:
+    """The per-sample scores of one inspect_ai log."""
+
+    source: str
+    task: str
+    model: str
+    scorer: str
+    status: str
+    item_ids: np.ndarray
+    epochs: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+    def item_means(self) -> tuple[np.ndarray, np.ndarray]:
+        """(item ids in first-seen order, the mean score of each item over its epochs)."""
+        ids, first, inverse = np.unique(self.item_ids, return_index=True, return_inverse=True)
+        sums = np.bincount(inverse, weights=self.scores, minlength=len(ids))
+        means = sums / np.bincount(inverse, minlength=len(ids))
+        order = np.argsort(first, kind="stable")
+        return ids[order], means[order]
+
+
+def is_inspect_log(path: Path | str) -> bool:
+    """True for a ``.eval`` file, or a ``.json`` file that starts the way inspect_ai writes logs."""
+    path = Path(path)
+    if path.suffix == ".eval":
+        return True
+    if path.suffix != ".json":
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(200)
+    except OSError:
+        return False
+    return _JSON_LOG_HEAD.match(head) is not None
+
+
+def _inspect_log_api() -> Any:
+    try:
+        import inspect_ai.log as log_api
+    except ImportError:
+        raise ConfigError("reading inspect_ai logs needs inspect_ai: "
+                          "pip install 'llm-monitor[inspect]'") from None
+    return log_api
+
+
+def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectScores:
+    """The per-sample scores of one log; see the module docstring for the mapping.
+
+    Raises :class:`InputError` naming the file (and the sample) when the log cannot be read,
+    has no scorer, names no such scorer, or a score is not a number in [0, 1].
+    """
+    log_api = _inspect_log_api()
+    from inspect_ai.scorer import value_to_float
+
+    source = str(path)
+    try:
+        header = log_api.read_eval_log(source, header_only=True)
+        summaries = log_api.read_eval_log_sample_summaries(source)
+    except FileNotFoundError:
+        raise InputError("no such file", source=source) from None
+    except Exception as exc:  # inspect_ai raises its own and pydantic's errors
+        raise InputError(f"not a readable inspect_ai log ({type(exc).__name__}: {exc})",
+                         source=source) from None
+    names = [s.name for s in (header.results.scores if header.results else [])]
+    if scorer is None:
+        if not names:  # a log still running has no results yet: take the samples' first
+            names = [n for s in summaries for n in (s.scores or {})][:1]
+        if not names:
+            raise InputError("no scorer in the log (no scored samples yet?)", source=source)
+        scorer = names[0]
+    to_float = value_to_float()
+    ids: list[str] = []
+    epochs: list[int] = []
+    scores: list[float] = []
+    for s in summaries:
+        if s.error is not None and not s.scores:
+            continue
+        if not s.scores or scorer not in s.scores:
+            raise InputError(f"sample {s.id!r} (epoch {s.epoch}) has no score of scorer "
+                             f"{scorer!r} (scorers: {sorted(s.scores or {})}; pass --scorer)",
+                             source=source)
+        value = s.scores[scorer].value
+        if isinstance(value, (dict, list)):
+            raise InputError(f"scorer {scorer!r} gives several values per sample ({value!r}); "
+                             "llm-monitor needs one score in [0, 1]", source=source)
+        f = float(to_float(value))
+        if not math.isfinite(f) or not 0.0 <= f <= 1.0:
+            raise InputError(f"sample {s.id!r}: score {value!r} of scorer {scorer!r} is not "
+                             "a number in [0, 1]", source=source)
+        ids.append(str(s.id))
+        epochs.append(int(s.epoch))
+        scores.append(f)
+    return InspectScores(
+        source=source, task=str(header.eval.task), model=str(header.eval.model),
+        scorer=scorer, status=str(header.status), item_ids=np.asarray(ids, dtype=object),
+        epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64))
+
+
+def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str | None = None,
+                   scorer: str | None = None) -> Iterator[tuple[dict[str, Any], str]]:
+    """(result, label) of every scored sample of a log, in the log's order."""
+    log = read_inspect_log(path, scorer=scorer)
+    bench = benchmark or log.task
+    name = model or log.model
+    for item, epoch, score in zip(log.item_ids.tolist(), log.epochs.tolist(),
+                                  log.scores.tolist(), strict=True):
+        yield ({"benchmark": bench, "item_id": item, "model": name, "score": score,
+                "sample": epoch - 1},
+               f"{log.source}: sample {item}, epoch {epoch}")
+
+
+def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str | None = None,
+                  scorer: str | None = None) -> ScoreTable:
+    """The logs of several models as one items × models table of item means over epochs."""
+    from monitor.io.tables import ScoreTable
+
+    logs = [read_inspect_log(p, scorer=scorer) for p in paths]
+    item_index: dict[str, int] = {}
+    model_index: dict[str, int] = {}
+    for log in logs:
+        model_index.setdefault(model or log.model, len(model_index))
+        for i in log.item_means()[0].tolist():
+            item_index.setdefault(i, len(item_index))
+    scores = np.full((len(item_index), len(model_index)), np.nan)
+    for log in logs:
+        ids, means = log.item_means()
+        rows = [item_index[i] for i in ids.tolist()]
+        col = model_index[model or log.model]
+        if not np.all(np.isnan(scores[rows, col])):
+            raise InputError(f"model {model or log.model!r} has two logs with the same samples",
+                             source=log.source)
+        scores[rows, col] = means
+    return ScoreTable(source=", ".join(map(str, paths)), benchmark=benchmark or logs[0].task,
+                      item_ids=np.asarray(list(item_index), dtype=str),
+                      models=tuple(model_index), scores=scores)
