@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.stats.figures import PairFigures, PairRecord, PairSums, e_of, pair_figures
-from monitor.stats.ranks import rank_sets_from_resolved, tiers
+from monitor.stats.ranks import ranks_and_tiers
 from monitor.stats.samples import variance_split
 
 FloatArray = NDArray[np.float64]
@@ -207,9 +207,7 @@ class PairTable:
             if o.size == 0:
                 self._ranks.append(([], [], []))
             else:
-                resolved = self.code[np.ix_(o, o)] == 1
-                low, high = rank_sets_from_resolved(resolved)
-                tier = tiers(np.arange(o.size), resolved)
+                low, high, tier = ranks_and_tiers(self.code[np.ix_(o, o)] == 1)
                 self._ranks.append((low.tolist(), high.tolist(), tier.tolist()))
         low_, high_, tier_ = self._ranks[0]
         return list(low_), list(high_), list(tier_)

@@ -106,7 +106,7 @@ def tiers(order: ArrayLike, resolved: ArrayLike) -> IntArray:
 
     A cut between ranking positions i and i + 1 exists iff every model at positions ≤ i is
     resolved above every model at positions > i; the tiers are the segments between cuts,
-    numbered 1, 2, … from the top. O(M²) with prefix sums (no loop over cuts).
+    numbered 1, 2, … from the top. One O(M²) pass (no loop over cuts).
 
     Parameters
     ----------
@@ -129,21 +129,34 @@ def tiers(order: ArrayLike, resolved: ArrayLike) -> IntArray:
     [1, 2, 2, 3]
     """
     r = _check_resolved(resolved)
+    return _tiers(_check_order(order, r.shape[0]), r)
+
+
+def _tiers(o: IntArray, r: BoolArray) -> IntArray:
     m = r.shape[0]
-    o = _check_order(order, m)
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    p = r[np.ix_(o, o)]  # by ranking position
-    # cross(i) = #{(x, y) : x < i ≤ y, p[x, y]} = (Σ of rows < i) − (top-left i × i block).
-    rows = np.cumsum(p.sum(axis=1, dtype=np.int64))
-    block = np.cumsum(np.tril(p).sum(axis=1, dtype=np.int64)
-                      + np.triu(p, 1).sum(axis=0, dtype=np.int64))
+    p = r[np.ix_(o, o)] if not np.array_equal(o, np.arange(m)) else r  # by ranking position
+    # Row x is above every later position from g(x) on: g(x) = 1 + the last position y with
+    # p[x, y] False (at least x: the diagonal is False). The cut after position i − 1 needs
+    # every row x < i above every y ≥ i: max over x < i of g(x) ≤ i. One pass over p.
+    g = m - np.argmax(~p[:, ::-1], axis=1)
     i = np.arange(1, m, dtype=np.int64)
-    cut = (rows[:-1] - block[:-1]) == i * (m - i)
+    cut = np.maximum.accumulate(g[:-1]) <= i
     by_position = np.concatenate([[1], 1 + np.cumsum(cut)]).astype(np.int64)
     out = np.empty(m, dtype=np.int64)
     out[o] = by_position
     return out
+
+
+def ranks_and_tiers(resolved: ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`rank_sets_from_resolved` and :func:`tiers` of a matrix already by ranking
+    position (order 0, 1, …, M − 1), checked once."""
+    r = _check_resolved(resolved)
+    m = r.shape[0]
+    low = 1 + r.sum(axis=0, dtype=np.int64)
+    high = m - r.sum(axis=1, dtype=np.int64)
+    return low, high, _tiers(np.arange(m, dtype=np.int64), r)
 
 
 def means_covariance(scores: ArrayLike, *, groups: ArrayLike | None = None,

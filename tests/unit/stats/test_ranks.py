@@ -15,6 +15,7 @@ from monitor.stats.ranks import (
     means_covariance,
     rank_sets,
     rank_sets_from_resolved,
+    ranks_and_tiers,
     resolve_pairs,
     tiers,
 )
@@ -271,6 +272,24 @@ def test_tiers_equal_a_brute_force_loop(seed: int) -> None:
     r &= rng.random((m, m)) > 0.1
     order = [int(j) for j in np.argsort(-centre)]
     assert tiers(order, r).tolist() == _tiers_brute(order, r)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_tiers_of_any_valid_matrix_equal_a_brute_force_loop(seed: int) -> None:
+    # Any resolved matrix (no pair both ways, False diagonal), dense or sparse, against any
+    # order; and the checked-once ranks_and_tiers of the matrix by position.
+    rng = np.random.default_rng(100 + seed)
+    m = int(rng.integers(2, 40))
+    up = np.triu(rng.random((m, m)) < rng.uniform(0.3, 1.0), k=1)
+    flip = rng.random((m, m)) < rng.uniform(0.0, 0.2)
+    r = (up & ~flip) | (up & flip).T
+    order = [int(j) for j in rng.permutation(m)]
+    assert tiers(order, r).tolist() == _tiers_brute(order, r)
+    by_pos = r[np.ix_(order, order)]
+    low, high, tier = ranks_and_tiers(by_pos)
+    assert tier.tolist() == tiers(np.arange(m), by_pos).tolist()
+    assert [x.tolist() for x in (low, high)] == [
+        x.tolist() for x in rank_sets_from_resolved(by_pos)]
 
 
 def test_tiers_scale_to_thousands_of_models() -> None:
