@@ -512,6 +512,17 @@ class Monitor:
         return {(st.item_ids[r], st.models[c]): v
                 for r, c, v in zip(rr.tolist(), cc.tolist(), x[rr, cc].tolist(), strict=True)}
 
+    def score_matrix(self, benchmark: str
+                     ) -> tuple[list[str], list[str], np.ndarray, list[str | None]]:
+        """A copy of the scores that enter the verdicts: (item ids in order of first arrival,
+        models in order of arrival, the items × models ``original`` scores with NaN where
+        absent, each item's cluster or None), items excluded from resolution left out."""
+        st = self._state(benchmark)
+        n = len(st.item_ids)
+        keep = np.flatnonzero(~st.excluded_rows[:n])
+        return ([st.item_ids[r] for r in keep.tolist()], list(st.models),
+                st.X[keep, :st.k].copy(), [st.clusters[g] for g in st.group[keep].tolist()])
+
     def flags(self, benchmark: str) -> dict[str, set[str]]:
         """Item ids by flag, over the accepted results of ``benchmark`` (excluded or not)."""
         return {f: set(items) for f, items in self._state(benchmark).flagged.items()}

@@ -27,6 +27,7 @@ from monitor.contracts import jsonable
 from monitor.errors import MonitorError
 from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService, OverCap
 from monitor.runners.settings import Settings
+from monitor.runners.web import add_board
 
 _PUBLIC_PATHS = frozenset({"/healthz"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -177,6 +178,7 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)
     app.router.add_get("/healthz", healthz)
+    add_board(app, service)  # the web board at / (public page) and the live HTML report
     return app
 
 

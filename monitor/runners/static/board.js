@@ -1,0 +1,205 @@
+// The live board: polls the monitor's JSON routes and redraws in place (no reload).
+// The token comes from the URL fragment (#token=…, never sent to the server) or the form,
+// stays in this tab's session storage, and is sent only as a bearer header to this origin.
+"use strict";
+(() => {
+  const POLL_MS = 2000;
+  const KEY = "llm-monitor-token";
+  const $ = (id) => document.getElementById(id);
+  const state = { bench: "", since: 0, changes: [], accepted: null, at: null, rate: null };
+
+  const frag = new URLSearchParams(location.hash.slice(1));
+  let token = frag.get("token") || sessionStorage.getItem(KEY) || "";
+  if (frag.has("token")) {
+    sessionStorage.setItem(KEY, token);
+    frag.delete("token");  // out of the address bar and the history
+    const rest = frag.toString();
+    history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+  }
+  state.bench = frag.get("b") || "";
+
+  class Unauthorized extends Error {}
+
+  async function get(path, as = "json") {
+    const headers = token ? { Authorization: "Bearer " + token } : {};
+    const r = await fetch(path, { headers, cache: "no-store", credentials: "omit" });
+    if (r.status === 401) throw new Unauthorized("the token is missing or wrong");
+    if (!r.ok) throw new Error(path.split("?")[0] + ": HTTP " + r.status);
+    return as === "json" ? r.json() : as === "blob" ? r.blob() : r.text();
+  }
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else if (k.startsWith("data-")) e.setAttribute(k, v);
+      else if (k === "title") e.title = v; else e[k] = v;
+    }
+    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    return e;
+  }
+
+  const fmt = (x, d = 3) => (x === null || x === undefined) ? "–"
+    : (typeof x === "number" && !isFinite(x)) ? "∞" : Number(x).toFixed(d);
+  const sci = (x) => (x === null || x === undefined) ? "–" : (typeof x === "string") ? x
+    : Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-2) ? x.toExponential(1) : x.toPrecision(3);
+  const eNum = (x) => (typeof x === "string" || x === null) ? Infinity : x;
+
+  function meter(fraction, label, done) {
+    const f = Math.max(0, Math.min(1, isFinite(fraction) ? fraction : 1));
+    const m = el("div", { class: "meter" + (done ? " done" : ""), title: label },
+      el("i"), el("span", {}, label));
+    m.firstChild.style.width = (100 * f).toFixed(1) + "%";
+    m.setAttribute("role", "meter");
+    m.setAttribute("aria-valuenow", f.toFixed(3));
+    return m;
+  }
+
+  function card(label, value) { return el("div", { class: "card" }, label, el("b", {}, value)); }
+
+  function showLogin(message) {
+    const form = $("login");
+    form.hidden = false;
+    $("status").textContent = message;
+  }
+
+  function renderSummary(rk) {
+    const resolvedAdj = rk.pairs.filter((p) => p.verdict !== "unresolved").length;
+    const cluster = rk.pairs.filter((p) => p.cluster_anytime && p.cluster_anytime.excludes_zero).length;
+    $("summary").replaceChildren(
+      card("models", rk.models.length),
+      card("adjacent pairs resolved (anytime)", resolvedAdj + " / " + rk.pairs.length),
+      card("… cluster interval excludes 0", rk.pairs.length ? cluster + " / " + rk.pairs.length : "–"),
+      card("tiers", rk.tiers),
+      card("ranking", rk.resolved ? "resolved" : "unresolved"),
+      card("results accepted / s", state.rate === null ? "…" : state.rate.toFixed(0)));
+    const thr = rk.pairs.map((p) => p.e_threshold).filter((x) => typeof x === "number");
+    const lo = Math.min(...thr), hi = Math.max(...thr);
+    const thrText = !thr.length ? "–" : lo === hi ? sci(lo) : sci(lo) + "–" + sci(hi);
+    $("legend").textContent = "threshold 1/γ = " + thrText + " (each pair's fixed share γ of α = "
+      + rk.anytime.alpha + ", planned for " + rk.anytime.planned_models + " models): a pair is "
+      + "resolved (anytime) the first time its e-value E reaches it, for good. Bars: q_AV and "
+      + "log E / log threshold, full at 1 (the right edge). Cluster: the time-uniform "
+      + "cluster-robust interval for δ excludes 0 (read now, not a decision). †: δ̂ on the items "
+      + "both models have is below 0; A stays above B by its mean over all its own items, or "
+      + "by the decisions taken.";
+  }
+
+  function renderRanking(rk) {
+    const rows = rk.models.map((m) => el("tr", { "data-model": m.model, class: m.tier % 2 ? "" : "tier-even" },
+      el("td", {}, m.rank), el("td", { class: "name" }, m.model), el("td", {}, fmt(m.mean, 4)),
+      el("td", {}, m.n.toLocaleString("en")), el("td", {}, "[" + m.rank_low + ", " + m.rank_high + "]"),
+      el("td", {}, m.tier)));
+    $("ranking").tBodies[0].replaceChildren(...rows);
+    $("ranking-note").textContent = rk.top_resolved ? "the leader is resolved above every other model"
+      : "no sole leader yet";
+  }
+
+  function renderPairs(rk) {
+    const rows = rk.pairs.map((p, i) => {
+      const done = p.verdict !== "unresolved";
+      const e = eNum(p.e_value), thr = p.e_threshold;
+      const evidence = e === Infinity ? 1 : Math.log(Math.max(e, 1)) / Math.log(thr);
+      const cl = p.cluster_anytime;
+      const clText = !cl ? "–" : cl.excludes_zero ? "excludes 0" : "includes 0";
+      const verdict = done ? "resolved: " + p.verdict.slice("resolved:".length)
+        + (p.decided && p.decided.n ? " (n=" + p.decided.n + ")" : "") : "unresolved";
+      const mark = p.delta < 0 ? " †" : "";
+      return el("tr", { "data-pair": p.model_a + "|" + p.model_b },
+        el("td", {}, i + 1),
+        el("td", { class: "name" }, p.model_a + " vs " + p.model_b),
+        el("td", {}, p.n.toLocaleString("en")),
+        el("td", { title: "cs [" + fmt(p.cs_low) + ", " + fmt(p.cs_high) + "]" }, (p.delta >= 0 ? "+" : "") + fmt(p.delta, 4) + mark),
+        el("td", { class: done ? "resolved" : "unresolved" }, verdict),
+        el("td", { class: cl && cl.excludes_zero ? "resolved" : "unresolved" }, clText),
+        el("td", { class: "bar" }, meter(p.q_anytime, "q_AV " + fmt(p.q_anytime, 2), p.q_anytime >= 1)),
+        el("td", { class: "bar" }, meter(evidence, "E " + sci(p.e_value) + " / " + sci(thr), done)));
+    });
+    $("pairs").tBodies[0].replaceChildren(...rows);
+  }
+
+  function describe(c) {
+    if (c.kind === "ranking") {
+      return "ranking: " + (c.resolved ? "resolved" : c.unresolved_pairs + " adjacent pairs unresolved")
+        + (c.tiers ? ", " + Math.max(...c.tiers) + " tiers" : "") + "; leader " + (c.models[0] || "–");
+    }
+    return c.model_a + " vs " + c.model_b + ": " + c.previous + " → " + c.verdict + " at n=" + c.n;
+  }
+
+  function renderChanges() {
+    const items = state.changes.slice(-50).reverse().map((c) =>
+      el("li", { value: c.change_id }, new Date(c.ts).toISOString().slice(11, 19) + " · " + describe(c)));
+    $("changes").replaceChildren(...items);
+  }
+
+  async function pollRate() {
+    const text = await get("/metrics", "text");
+    const m = text.match(/^llm_monitor_events_total\{outcome="accepted"\} ([0-9.eE+-]+)$/m);
+    if (!m) return;
+    const now = performance.now(), n = Number(m[1]);
+    if (state.accepted !== null && now > state.at) {
+      state.rate = Math.max(0, (n - state.accepted) / ((now - state.at) / 1000));
+    }
+    state.accepted = n; state.at = now;
+  }
+
+  async function poll() {
+    const { benchmarks } = await get("/v1/benchmarks");
+    const sel = $("bench");
+    if (sel.options.length !== benchmarks.length) {
+      sel.replaceChildren(...benchmarks.map((b) => el("option", { value: b }, b)));
+    }
+    if (!benchmarks.includes(state.bench)) state.bench = benchmarks[0] || "";
+    sel.value = state.bench;
+    await pollRate();
+    if (!state.bench) { $("status").textContent = "no results yet: POST /v1/results"; return; }
+    const b = encodeURIComponent(state.bench);
+    const [rk, ch] = await Promise.all([
+      get("/v1/benchmarks/" + b + "/ranking"),
+      get("/v1/changes?limit=1000&since=" + state.since + "&benchmark=" + b)]);
+    state.changes.push(...ch.changes);
+    state.changes = state.changes.slice(-200);
+    state.since = ch.next_since;
+    renderSummary(rk); renderRanking(rk); renderPairs(rk); renderChanges();
+    document.body.dataset.models = String(rk.models.length);
+    $("status").textContent = "updated " + new Date().toISOString().slice(11, 19) + " UTC";
+  }
+
+  async function loop() {
+    try {
+      await poll();
+      $("login").hidden = true;
+    } catch (err) {
+      if (err instanceof Unauthorized) { showLogin("this monitor needs its token"); return; }
+      $("status").textContent = "cannot reach the monitor (" + err.message + "); retrying";
+    }
+    setTimeout(loop, POLL_MS);
+  }
+
+  async function openReport() {
+    if (!state.bench) return;
+    $("status").textContent = "building the report of the live state…";
+    try {
+      const blob = await get("/v1/benchmarks/" + encodeURIComponent(state.bench) + "/report.html", "blob");
+      const url = URL.createObjectURL(new Blob([blob], { type: "text/html" }));
+      if (!window.open(url, "_blank", "noopener")) location.assign(url);
+      $("status").textContent = "report opened";
+    } catch (err) {
+      $("status").textContent = "report failed: " + err.message;
+    }
+  }
+
+  $("bench").addEventListener("change", (ev) => {
+    state.bench = ev.target.value; state.since = 0; state.changes = [];
+    history.replaceState(null, "", "#b=" + encodeURIComponent(state.bench));
+  });
+  $("report").addEventListener("click", openReport);
+  $("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    token = $("token").value;
+    $("token").value = "";
+    sessionStorage.setItem(KEY, token);
+    $("login").hidden = true;
+    loop();
+  });
+  loop();
+})();
