@@ -7,9 +7,13 @@ Faust) store events and deliver outputs.
 
 Semantics
 ---------
-- Identity of a result is (benchmark, variant, item_id, model); ``run_id`` is not part of
-  it. The same score again is a ``duplicate`` (no change); a different score is a
-  ``conflict`` (a DeadLetter with reason ``conflict``; state untouched).
+- Identity of a result is (benchmark, variant, item_id, model, sample); ``run_id`` is not
+  part of it. The same score again is a ``duplicate`` (no change); a different score is a
+  ``conflict`` (a DeadLetter with reason ``conflict``; state untouched), and so is a sample
+  index outside 0 … K − 1 (``CoreConfig.samples``) or a perturbed variant's sample ≠ 0.
+- With K > 1 samples per (item, model), an ``original`` cell enters the state once, with
+  the mean of its K samples, when its K-th sample arrives (docs/live-core.md, "Repeated
+  samples"); until then its samples wait in ``BenchmarkState.Y``.
 - Only variant ``original`` pairs for resolution; ``perturbed:<kind>`` results are kept for
   stability figures: for a model with an original and a perturbed result on the same item,
   a *flip* is right on the original (score ≥ 0.5) and wrong on the perturbed one.

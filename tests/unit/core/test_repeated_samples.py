@@ -195,3 +195,10 @@ def test_cell_means_and_mean_variance_match_numpy() -> None:
             assert var == pytest.approx(np.var(present, ddof=1) / present.size, rel=1e-12)
         else:
             assert math.isnan(var)
+
+
+def test_snapshot_key_of_one_sample_boards_is_the_key_from_before_samples() -> None:
+    from monitor.runners.embedded_service import config_key
+
+    assert "samples" not in json.loads(config_key(CoreConfig()))
+    assert json.loads(config_key(CoreConfig(samples=3)))["samples"] == 3

@@ -1,0 +1,40 @@
+"""The embedded service with repeated samples: HTTP bodies with `sample`, the SQLite log and a
+restart keep the samples waiting for their cell, and judge duplicates per sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.settings import Settings
+
+
+def _service(db: Path) -> EmbeddedService:
+    return EmbeddedService(Settings(db=db, samples=2, eval_interval=0.0),
+                           registry=CollectorRegistry())
+
+
+def _body(*rows: tuple[str, str, float, int]) -> bytes:
+    return "\n".join(json.dumps({"benchmark": "b", "item_id": i, "model": m, "score": s,
+                                 "sample": k}) for i, m, s, k in rows).encode()
+
+
+def test_samples_wait_for_their_cell_across_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    svc = _service(db)
+    rep = svc.ingest_body(_body(("1", "a", 1, 0), ("1", "a", 0, 1), ("1", "z", 0, 0),
+                                ("1", "a", 1, 5)))
+    assert (rep.accepted, rep.conflict) == (3, 1)
+    assert [m["model"] for m in svc.ranking("b")["models"]] == ["a"]  # z has 1 of 2 samples
+    svc.close()
+
+    svc = _service(db)  # rebuilt from the log: z's sample 0 is still waiting
+    assert svc.rebuilt == 3
+    rep = svc.ingest_body(_body(("1", "z", 0, 0), ("1", "z", 1, 0), ("1", "z", 0, 1)))
+    assert (rep.accepted, rep.duplicate, rep.conflict) == (1, 1, 1)
+    pair = svc.ranking("b")["pairs"][0]
+    assert (pair["model_a"], pair["n"], pair["delta"], pair["samples"]) == ("a", 1, 0.5, 2)
+    svc.close()
