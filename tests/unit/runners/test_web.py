@@ -1,0 +1,82 @@
+"""The web board's server side: the live table is the verdicts' data, the live report is the
+CLI's report of it, and the page's files ship with the package."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from monitor.contracts import ItemResult
+from monitor.core import CoreConfig, Monitor
+from monitor.io.tables import ScoreTable
+from monitor.offline.html import render_html
+from monitor.offline.replay import with_anytime
+from monitor.offline.report import build_report
+from monitor.runners.web import BOARD_FILES, _read, live_report_html, live_table
+
+BENCH = "b (v1)"
+MODELS = ("alpha (big)", "beta, small", "gamma")
+
+
+def _events() -> list[ItemResult]:
+    rng = np.random.default_rng(3)
+    p = {"alpha (big)": 0.8, "beta, small": 0.55, "gamma": 0.3}
+    return [ItemResult(benchmark=BENCH, item_id=f"q{i}", model=m, cluster=f"c{i % 4}",
+                       score=float(rng.random() < p[m]),
+                       flags=["leak-suspect"] if i == 7 else [])
+            for i in range(300) for m in MODELS]
+
+
+def test_live_table_holds_the_scores_that_enter_the_verdicts() -> None:
+    mon = Monitor(CoreConfig())
+    events = _events()
+    mon.apply(events)
+    table = live_table(mon, BENCH)
+    assert table.models == MODELS and table.group_kind == "cluster"
+    assert "q7" not in set(table.item_ids.tolist())  # excluded by its flag, as in the verdicts
+    assert len(table.item_ids) == 299
+    want = {(e.item_id, e.model): e.score for e in events if e.item_id != "q7"}
+    got = {(i, m): float(table.scores[r, c]) for r, i in enumerate(table.item_ids.tolist())
+           for c, m in enumerate(table.models)}
+    assert got == want
+    # The ranking of the live table is the monitor's ranking by mean.
+    ranked = [e.model for e in build_report(table).ranking]
+    assert ranked == [m["model"] for m in mon.ranking(BENCH)["models"]]
+
+
+def test_live_report_is_the_cli_report_of_the_live_table() -> None:
+    config = CoreConfig()
+    mon = Monitor(config)
+    mon.apply(_events())
+    table = live_table(mon, BENCH)
+    live = live_report_html(table, config)
+    cli = render_html(with_anytime(build_report(table, family=config.family,
+                                                correction=config.correction,
+                                                alpha=config.alpha, power=config.power,
+                                                rank_method="simultaneous"),
+                                   table, planned_models=config.planned_models), table,
+                      title=f"{BENCH}: live state",
+                      command=f"GET /v1/benchmarks/{BENCH}/report.html")
+    assert live == cli
+    rows = re.findall(r'<tr data-pair="([^"]*)">', live)
+    assert rows == ["alpha (big)|beta, small", "beta, small|gamma"]
+
+
+def test_board_files_ship_and_reference_only_each_other() -> None:
+    page = _read(BOARD_FILES["/"][0]).decode()
+    for path in BOARD_FILES:
+        assert _read(BOARD_FILES[path][0])  # present as package data
+    refs = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert set(refs) == {"data:,", "/static/board.css", "/static/board.js"}
+    script = _read("board.js").decode()
+    assert "console.log" not in script  # nothing, the token least of all, goes to the console
+    assert not re.search(r"https?://", page + script + _read("board.css").decode())
+
+
+def test_live_table_of_scores_without_clusters_has_no_groups() -> None:
+    mon = Monitor(CoreConfig())
+    mon.apply([ItemResult(benchmark="x", item_id=str(i), model=m, score=float(i % 2))
+               for i in range(10) for m in ("a", "b")])
+    table = live_table(mon, "x")
+    assert isinstance(table, ScoreTable) and table.groups is None and table.group_kind is None
