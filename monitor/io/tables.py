@@ -75,6 +75,9 @@ class ScoreTable:
     born : ndarray of int, shape (n_models,), or None
         With ``samples``: the row of each model's first sample. A model joins the board at its
         first sample, which may come before its first complete item.
+    repeats : ndarray, shape (n_items, n_models, K), or None
+        With ``samples``: every sample's score (NaN where absent), for replaying the table as
+        the events it was made of.
     """
 
     source: str
@@ -89,6 +92,7 @@ class ScoreTable:
     samples: NDArray[np.int64] | None = None
     mean_var: NDArray[np.float64] | None = None
     born: NDArray[np.int64] | None = None
+    repeats: NDArray[np.float64] | None = None
 
     def arrival_order(self) -> NDArray[np.int64]:
         """The arrival rank of every present score (−1 where absent): ``arrival`` for long
@@ -145,6 +149,7 @@ class ScoreTable:
             samples=None if self.samples is None else self.samples[:, cols][keep],
             mean_var=None if self.mean_var is None else self.mean_var[:, cols][keep],
             born=None if self.born is None else self.born[cols],
+            repeats=None if self.repeats is None else self.repeats[:, cols][keep],
         )
 
     def sample_count(self) -> float:
@@ -482,7 +487,8 @@ def _read_long(
     benchmark: str | None, na_as_wrong: bool,
 ) -> tuple[str | None, NDArray[np.str_], tuple[str, ...], NDArray[np.float64],
            NDArray[np.str_] | None, NDArray[np.int64], NDArray[np.int64] | None,
-           NDArray[np.float64] | None, NDArray[np.int64] | None]:
+           NDArray[np.float64] | None, NDArray[np.int64] | None,
+           NDArray[np.float64] | None]:
     header = cols.header
     idc = _resolve_id_col(header, id_col, source, first_column_fallback=False)
     score_name = _score_col(header) or _SCORE_DEFAULTS[0]
@@ -563,14 +569,14 @@ def _read_long(
         born = np.full(shape[1], np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(born, model_codes[rows], rows.astype(np.int64))
         return (benchmark, item_ids, tuple(model_names.tolist()), cell_means(y), groups,
-                last.reshape(shape), (~np.isnan(y)).sum(axis=-1), mean_variance(y), born)
+                last.reshape(shape), (~np.isnan(y)).sum(axis=-1), mean_variance(y), born, y)
     scores = np.full(shape, np.nan)
     scores[item_codes[rows], model_codes[rows]] = values[rows]
     first = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, (item_codes[rows], model_codes[rows]), rows.astype(np.int64))
     arrival = np.where(np.isnan(scores), -1, first)
     return (benchmark, item_ids, tuple(model_names.tolist()), scores, groups, arrival, None,
-            None, None)
+            None, None, None)
 
 
 def _read_wide(
@@ -683,14 +689,15 @@ def read_table(
         raise InputError("missing score column: a long table (one with a 'model' column) needs "
                          "'score' or 'correct'", source=source, line=1, field="score")
     if "model" in cols.header and _score_col(cols.header) is not None:
-        bench, item_ids, models, scores, groups, arrival, samples, mean_var, born = _read_long(
+        (bench, item_ids, models, scores, groups, arrival, samples, mean_var, born,
+         repeats) = _read_long(
             cols, source=source, id_col=id_col, group_col=group_col, benchmark=benchmark,
             na_as_wrong=na_as_wrong)
     else:
         bench = benchmark
         arrival = None
         samples = born = None
-        mean_var = None
+        mean_var = repeats = None
         item_ids, models, scores, groups = _read_wide(
             cols, source=source, id_col=id_col, group_col=group_col, exclude=exclude,
             na_as_wrong=na_as_wrong)
@@ -711,6 +718,8 @@ def read_table(
         arrival = arrival[keep] if arrival is not None else None
         samples = samples[keep] if samples is not None else None
         mean_var = mean_var[keep] if mean_var is not None else None
+        repeats = repeats[keep] if repeats is not None else None
     return ScoreTable(source=source, benchmark=bench, item_ids=item_ids, models=models,
                       scores=scores, groups=groups, group_kind=kind, group_col=group_col,
-                      arrival=arrival, samples=samples, mean_var=mean_var, born=born)
+                      arrival=arrival, samples=samples, mean_var=mean_var, born=born,
+                      repeats=repeats)

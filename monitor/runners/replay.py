@@ -33,6 +33,7 @@ class Block:
     models: tuple[str, ...]
     scores: np.ndarray
     clusters: np.ndarray | None
+    repeats: np.ndarray | None = None  # (items × models × K) samples of a repeated-sample table
 
 
 def benchmark_from_path(path: Path) -> str:
@@ -80,6 +81,7 @@ def load_blocks(
             scores=np.asarray(t.scores, dtype=np.float64),
             clusters=(np.asarray(t.groups, dtype=object)
                       if t.groups is not None and t.group_kind == "cluster" else None),
+            repeats=t.repeats,
         ))
     return blocks
 
@@ -89,18 +91,25 @@ class ReplayStream:
 
     def __init__(self, blocks: Sequence[Block], *, seed: int | None = None) -> None:
         self.blocks = list(blocks)
-        parts_b, parts_i, parts_m = [], [], []
+        parts_b, parts_i, parts_m, parts_s = [], [], [], []
         for b, block in enumerate(self.blocks):
-            rows, cols = np.nonzero(~np.isnan(block.scores))  # row-major: item by item
+            if block.repeats is not None:  # each sample its own event, a cell's together
+                rows, cols, ks = np.nonzero(~np.isnan(block.repeats))
+            else:
+                rows, cols = np.nonzero(~np.isnan(block.scores))  # row-major: item by item
+                ks = np.zeros(rows.shape, dtype=np.int64)
             parts_b.append(np.full(rows.shape, b, dtype=np.int32))
             parts_i.append(rows.astype(np.int64))
             parts_m.append(cols.astype(np.int32))
+            parts_s.append(ks.astype(np.int32))
         self._b = np.concatenate(parts_b) if parts_b else np.zeros(0, np.int32)
         self._i = np.concatenate(parts_i) if parts_i else np.zeros(0, np.int64)
         self._m = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int32)
+        self._s = np.concatenate(parts_s) if parts_s else np.zeros(0, np.int32)
         if seed is not None:
             order = np.random.default_rng(seed).permutation(self._b.shape[0])
             self._b, self._i, self._m = self._b[order], self._i[order], self._m[order]
+            self._s = self._s[order]
 
     def __len__(self) -> int:
         return int(self._b.shape[0])
@@ -108,13 +117,15 @@ class ReplayStream:
     def events(self, start: int, stop: int) -> list[ItemResult]:
         """Events ``start:stop`` of the stream as validated ItemResults."""
         out: list[ItemResult] = []
-        for b, i, m in zip(self._b[start:stop].tolist(), self._i[start:stop].tolist(),
-                           self._m[start:stop].tolist(), strict=True):
+        for b, i, m, k in zip(self._b[start:stop].tolist(), self._i[start:stop].tolist(),
+                              self._m[start:stop].tolist(), self._s[start:stop].tolist(),
+                              strict=True):
             block = self.blocks[b]
             cluster = block.clusters[i] if block.clusters is not None else None
+            score = block.scores[i, m] if block.repeats is None else block.repeats[i, m, k]
             out.append(ItemResult(
                 benchmark=block.benchmark, item_id=str(block.item_ids[i]),
-                model=block.models[m], score=float(block.scores[i, m]),
+                model=block.models[m], score=float(score), sample=k,
                 cluster=None if cluster is None else str(cluster),
             ))
         return out

@@ -202,3 +202,26 @@ def test_snapshot_key_of_one_sample_boards_is_the_key_from_before_samples() -> N
 
     assert "samples" not in json.loads(config_key(CoreConfig()))
     assert json.loads(config_key(CoreConfig(samples=3)))["samples"] == 3
+
+
+def test_a_repeated_sample_table_replays_as_its_samples(tmp_path: Path) -> None:
+    from monitor.runners.replay import ReplayStream, load_blocks
+
+    rows = _table_rows(9, items=50)
+    path = tmp_path / "samples.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    stream = ReplayStream(load_blocks([path], benchmark="b"), seed=4)
+    events = [ev for batch in stream.batches(333) for ev in batch]
+    assert len(events) == len(rows)
+    assert sorted((e.item_id, e.model, e.sample, e.score) for e in events) == sorted(
+        (str(r["item_id"]), str(r["model"]), int(r["sample"]), float(r["score"]))  # type: ignore[call-overload, arg-type]
+        for r in rows)
+    mon = Monitor(CoreConfig(samples=K))
+    assert mon.apply(events).count("accepted") == len(rows)
+    table = read_table(path)
+    live = {m["model"]: m["mean"] for m in mon.ranking("b")["models"]}
+    assert live == pytest.approx(dict(zip(table.models, np.nanmean(table.scores, axis=0),
+                                          strict=True)), rel=1e-12)
