@@ -61,13 +61,19 @@ def _human(f: dict[str, Any]) -> Any:
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare_cmd(
-        path: Annotated[Path, typer.Argument(help="long or wide per-item score table")],
+        path: Annotated[Path, typer.Argument(
+            help="long or wide per-item score table, lm-eval samples or inspect_ai logs "
+            "(a file or a directory)")],
         a: Annotated[str, typer.Option("--a", help="model A")],
         b: Annotated[str, typer.Option("--b", help="model B")],
         exclude: Annotated[list[str] | None, typer.Option(
             "--exclude", help="wide tables: columns that are not models")] = None,
         id_col: Annotated[str | None, typer.Option("--id-col", help="item id column")] = None,
-        benchmark: Annotated[str | None, typer.Option(help="long tables: benchmark")] = None,
+        benchmark: Annotated[str | None, typer.Option(
+            help="long tables: benchmark; lm-eval subtask files: the group's name")] = None,
+        metric: Annotated[str | None, typer.Option(help="lm-eval: per-sample metric")] = None,
+        filter: Annotated[str | None, typer.Option(
+            "--filter", help="lm-eval: the filter, e.g. flexible-extract")] = None,
         n_resamples: Annotated[int, typer.Option("--B", help="bootstrap resamples")] = 10_000,
         seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
         alpha: Annotated[float, typer.Option(help="two-sided level")] = 0.05,
@@ -82,7 +88,8 @@ def register(app: typer.Typer) -> None:
         if zero_method not in ZEROS:
             raise ValueError(f"--zero-method must be wilcox, pratt or zsplit, got {zero_method!r}")
         fig = compare_table(path, a=a, b=b, exclude=tuple(exclude or ()), id_col=id_col,
-                            benchmark=benchmark, n_resamples=n_resamples, seed=seed,
+                            benchmark=benchmark, metric=metric, filter=filter,
+                            n_resamples=n_resamples, seed=seed,
                             alpha=alpha, power=power,
                             zero_method=cast("ZeroMethod", zero_method)).to_dict()
         emit(fig, as_json=as_json, human=_human(fig))

@@ -66,11 +66,11 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
                 cluster_col: str | None) -> Iterator[tuple[dict[str, Any], str]]:
     """(result, label) of every result in one file, in file order."""
     from monitor.io.inspect import is_inspect_log
-    from monitor.io.lmeval import SamplesFollower, is_samples_file, model_from_dir
+    from monitor.io.lmeval import SamplesFollower, looks_like_samples, model_from_dir
 
     if not path.is_file():
         raise InputError("no such file", source=str(path))
-    if is_samples_file(path):
+    if looks_like_samples(path):
         follower = SamplesFollower(path, model=model or model_from_dir(path),
                                    benchmark=benchmark, metric=metric, filter=filter)
         yield from follower.read_new()

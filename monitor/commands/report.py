@@ -287,9 +287,17 @@ def _split(values: list[str] | None) -> tuple[str, ...]:
 def register(app: typer.Typer) -> None:
     @app.command("report", help=HELP)
     def report_cmd(
-        file: Annotated[Path, typer.Argument(help="long or wide per-item score table")],
+        file: Annotated[Path, typer.Argument(
+            help="long or wide per-item score table, lm-eval samples file, inspect_ai log, "
+            "or a directory of harness output")],
         benchmark: Annotated[str | None, typer.Option(
-            help="long tables with a benchmark column: which benchmark")] = None,
+            help="long tables with a benchmark column: which benchmark; lm-eval subtask "
+            "files: the group's name")] = None,
+        metric: Annotated[str | None, typer.Option(
+            help="lm-eval samples: the per-sample metric (default: the file's first)")] = None,
+        filter: Annotated[str | None, typer.Option(
+            "--filter", help="lm-eval samples: the filter, e.g. flexible-extract (default: "
+            "the first in the file)")] = None,
         cluster_col: Annotated[str | None, typer.Option(
             "--cluster-col", help="item groups as sampled clusters (inflates N* by DE)")] = None,
         strata_col: Annotated[str | None, typer.Option(
@@ -341,7 +349,7 @@ def register(app: typer.Typer) -> None:
             "replay for the page)", dir_okay=False)] = None,
     ) -> None:
         from monitor.commands._jsonstream import write_report
-        from monitor.io.tables import read_table
+        from monitor.io.sources import read_scores
         from monitor.offline.report import (
             FAMILIES,
             RANK_SET_METHODS,
@@ -362,9 +370,9 @@ def register(app: typer.Typer) -> None:
                 f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
         if limit < 0:
             raise ConfigError(f"--limit must be 0 (all) or more, got {limit}")
-        table = read_table(file, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
-                           exclude=_split(exclude), benchmark=benchmark,
-                           na_as_wrong=not na_as_absent)
+        table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
+                            id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
+                            exclude=_split(exclude), na_as_wrong=not na_as_absent)
         if complete_only or top is not None:
             table = select_models(table, complete_only=complete_only, top=top)
         report = build_report(table, family=family, correction=correction, alpha=alpha,

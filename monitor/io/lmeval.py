@@ -66,6 +66,31 @@ def is_samples_file(path: Path | str) -> bool:
     return _NAME.match(Path(path).name) is not None
 
 
+def looks_like_samples(path: Path | str) -> bool:
+    """True when the file is named like a samples file, or its first line is a harness sample
+    (a JSON object with ``doc_id`` and the harness's ``doc``/``resps``/``arguments`` fields)."""
+    path = Path(path)
+    if is_samples_file(path):
+        return True
+    if not path.is_file() or path.suffix.lower() not in (".jsonl", ".json", ".ndjson"):
+        return False
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(1 << 20)
+        rec = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(rec, dict) and "doc_id" in rec
+            and any(k in rec for k in ("doc", "resps", "filtered_resps", "arguments")))
+
+
+def task_of(path: Path | str) -> str:
+    """The task of a samples file: from its name, or its stem when the name is not the harness's."""
+    name = Path(path).name
+    m = _NAME.match(name)
+    return m.group("task") if m else Path(name).stem
+
+
 def parse_samples_name(name: str) -> tuple[str, str | None]:
     """(task, timestamp or None) from a samples file name.
 
@@ -183,7 +208,7 @@ def read_lmeval_samples(
     """
     path = Path(path)
     source = str(path)
-    task, _ = parse_samples_name(path.name)
+    task = task_of(path)
     model_name = model if model else model_from_dir(path)
     if not model_name:
         raise InputError("cannot tell the model: pass --model", source=source)
@@ -236,9 +261,13 @@ def samples_table(
 
     if not paths:
         raise InputError("no samples files given", source="samples")
-    tasks = [parse_samples_name(Path(p).name)[0] for p in paths]
+    tasks = [task_of(p) for p in paths]
     if benchmark is None and len(set(tasks)) > 1:
-        benchmark = _common_prefix(tasks) or "+".join(sorted(set(tasks)))
+        benchmark = _common_prefix(tasks)
+        if not benchmark:
+            raise InputError(f"samples of unrelated tasks ({', '.join(sorted(set(tasks)))}): "
+                             "pass --benchmark to read them as one group, or give the files "
+                             "of one task", source=str(paths[0]))
     files = [read_lmeval_samples(p, model=model, metric=metric, filter=filter,
                                  benchmark=benchmark) for p in paths]
     item_index: dict[str, int] = {}
@@ -302,7 +331,7 @@ class SamplesFollower:
 
     @property
     def task(self) -> str:
-        return parse_samples_name(self.path.name)[0]
+        return task_of(self.path)
 
     def read_new(self) -> list[tuple[dict[str, object], str]]:
         """(result, ``file:line``) of every complete new scored line; advances the state."""

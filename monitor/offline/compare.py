@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.io.tables import read_table
+from monitor.io.tables import ScoreTable, read_table
 from monitor.stats import paired_tests as pt
 from monitor.stats.bootstrap import BootstrapResult, bootstrap_mean_ci
 from monitor.stats.paired import PairedSummary, paired_summary
@@ -189,13 +189,64 @@ def compare_pair(
                          alpha=alpha, power=power, zero_method=zero_method)
 
 
+def _table_header(path: Path) -> list[str]:
+    """The column names of a CSV table (its first line) or a JSONL table (its first record)."""
+    import csv
+    import json
+
+    from monitor.io.tables import _is_jsonl, _open_text
+
+    try:
+        with _open_text(path) as fh:
+            if _is_jsonl(path):
+                for line in fh:
+                    if line.strip():
+                        rec = json.loads(line)
+                        return list(rec) if isinstance(rec, dict) else []
+                return []
+            return next(csv.reader(fh), [])
+    except (OSError, ValueError, csv.Error):
+        return []  # read_table names the trouble, with file and line
+
+
+def columns_not_compared(path: Path, *, a: str, b: str, id_col: str | None) -> tuple[str, ...]:
+    """Wide tables: every column but the item id and the two models, so that a column the
+    comparison does not need (gold answers, sources, other models) is never parsed."""
+    header = _table_header(path)
+    if not header or ("model" in header and ("score" in header or "correct" in header)):
+        return ()  # long tables read only their model and score columns
+    ident = id_col or next((c for c in ("item_id", "question_id") if c in header), header[0])
+    return tuple(c for c in header if c not in (ident, a, b))
+
+
+def read_compared(
+    path: str | Path, *, a: str, b: str, exclude: tuple[str, ...] = (),
+    id_col: str | None = None, benchmark: str | None = None, metric: str | None = None,
+    filter: str | None = None,
+) -> ScoreTable:
+    """The table of a comparison: harness output (lm-eval samples, inspect_ai logs) or a
+    table read with only the columns of ``a`` and ``b`` as models."""
+    from monitor.io.sources import is_harness_source, read_scores
+
+    path = Path(path)
+    if is_harness_source(path):
+        return read_scores(path, benchmark=benchmark, metric=metric, filter=filter)
+    unused = columns_not_compared(path, a=a, b=b, id_col=id_col)
+    return read_table(path, id_col=id_col, exclude=tuple(dict.fromkeys((*exclude, *unused))),
+                      benchmark=benchmark)
+
+
 def compare_table(
     path: str | Path, *, a: str, b: str, exclude: tuple[str, ...] = (),
     id_col: str | None = None, benchmark: str | None = None, n_resamples: int = 10_000,
     seed: int = 0, alpha: float = 0.05, power: float = 0.8,
     zero_method: pt.ZeroMethod = "wilcox", suspect_items: Collection[str] = (),
+    metric: str | None = None, filter: str | None = None,
 ) -> CompareResult:
     """Read a score table and compare models ``a`` and ``b`` on the items both have.
+
+    ``path`` may also be lm-eval samples or inspect_ai logs (a file or a directory); of a
+    table only the id column and the columns of ``a`` and ``b`` are read.
 
     With ``suspect_items`` (e.g. the ids a leakage scan flagged), the result also carries
     ``clean_items``: the same comparison on the shared items outside that set, when at least
@@ -205,7 +256,8 @@ def compare_table(
         raise ValueError("--a and --b must name two different models")
     if n_resamples < 100:
         raise ValueError(f"--B must be at least 100, got {n_resamples}")
-    table = read_table(path, id_col=id_col, exclude=exclude, benchmark=benchmark)
+    table = read_compared(path, a=a, b=b, exclude=exclude, id_col=id_col, benchmark=benchmark,
+                          metric=metric, filter=filter)
     for m in (a, b):
         if m not in table.models:
             shown = ", ".join(table.models[:12]) + (" …" if len(table.models) > 12 else "")

@@ -17,7 +17,7 @@ import numpy as np
 
 from monitor.contracts import ItemResult
 from monitor.errors import InputError
-from monitor.io.lmeval import is_samples_file, read_lmeval_samples
+from monitor.io.lmeval import looks_like_samples, read_lmeval_samples
 
 _TABLE_SUFFIXES = re.compile(r"(\.(csv|tsv|jsonl|json|ndjson))?(\.gz)?$", re.IGNORECASE)
 _LAYOUT_SUFFIX = re.compile(r"_(item_correctness_)?(wide|long)$")
@@ -62,7 +62,7 @@ def load_blocks(
         path = Path(raw)
         if not path.exists():
             raise InputError("no such file", source=str(path))
-        if is_samples_file(path):
+        if looks_like_samples(path):
             s = read_lmeval_samples(path, model=model, metric=metric, filter=filter,
                                     benchmark=benchmark)
             blocks.append(Block(

@@ -203,7 +203,7 @@ def test_the_graph_is_read() -> None:
     pairs = {(e.source, e.target) for e in edges}
     assert len(modules) > 40
     assert ("monitor.commands.power", "monitor.offline.power") in pairs  # inside a function
-    assert ("monitor.commands.report", "monitor.io.tables") in pairs
+    assert ("monitor.commands.report", "monitor.io.sources") in pairs
     assert ("monitor.offline.compare", "monitor.stats.paired_tests") in pairs  # `import ... as`
 
 
