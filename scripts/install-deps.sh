@@ -41,6 +41,7 @@ system_packages() {
     command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
     command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v tmux >/dev/null 2>&1 || missing+=(tmux)  # the 80 × 24 terminal-view test
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" != 0 ]; then
       die "make test needs system packages; install them once with: sudo apt-get install ${missing[*]} (make run needs none)"

@@ -32,7 +32,31 @@ class ReplayState:
         self.counts = {"accepted": 0, "duplicate": 0, "conflict": 0, "invalid": 0}
 
 
-def _replay_task(stream: Any, state: ReplayState, *, rate: float | None, tty: bool) -> Any:
+class Where:
+    """Where to look: the server's base URL (known once it listens) and the next steps."""
+
+    def __init__(self, paths: list[str], report: str | None, benchmark: str | None) -> None:
+        self.base = ""
+        self.paths = paths
+        self.report = report  # the `llm-monitor report` command of the replayed table
+        self.benchmark = benchmark
+
+    def urls(self) -> list[str]:
+        return [f"board {self.base}/", *self.paths]
+
+    def next_steps(self, state: ReplayState | None) -> list[str]:
+        steps = [f"next: the board {self.base}/"
+                 + (f" · report.html: /v1/benchmarks/{self.benchmark}/report.html"
+                    if self.benchmark is not None else "")]
+        if self.report is not None:
+            steps.append(f"offline: {self.report}")
+        if state is None:
+            steps.append("serving; Ctrl-C stops")
+        return steps
+
+
+def _replay_task(stream: Any, state: ReplayState, *, rate: float | None, tty: bool,
+                 where: Where) -> Any:
     import asyncio  # here and below, not at the top: --help need not pay for it
 
     async def task(service: Any, stop: asyncio.Event) -> None:
@@ -58,8 +82,10 @@ def _replay_task(stream: Any, state: ReplayState, *, rate: float | None, tty: bo
                 print(f"llm-monitor: replayed {state.done}/{state.total} results "
                       f"({_counts(state)})", file=sys.stderr, flush=True)
         state.finished = True
-        print(f"llm-monitor: replay finished: {state.done} results ({_counts(state)}); "
-              "still serving, Ctrl-C to stop", file=sys.stderr, flush=True)
+        if not tty:  # on a terminal the view says it, and where to look next
+            print(f"llm-monitor: replay finished: {state.done} results ({_counts(state)}); "
+                  "still serving, Ctrl-C to stop\n  " + "\n  ".join(where.next_steps(state)),
+                  file=sys.stderr, flush=True)
 
     return task
 
@@ -68,7 +94,8 @@ def _counts(state: ReplayState) -> str:
     return ", ".join(f"{k} {v}" for k, v in state.counts.items())
 
 
-def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Console) -> Any:
+def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Console,
+               where: Where) -> Any:
     import asyncio
 
     async def task(service: Any, stop: asyncio.Event) -> None:
@@ -81,6 +108,7 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
             TimeRemainingColumn,
         )
 
+        from monitor.runners.view import Progress as ViewProgress
         from monitor.runners.view import rankings_view
 
         progress = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
@@ -92,6 +120,7 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
         def render() -> Any:
             nonlocal t0, done0
             header = None
+            speed = 0.0
             if state is not None:
                 now = time.perf_counter()
                 speed = (state.done - done0) / max(now - t0, 1e-9)
@@ -102,9 +131,17 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
             if not show_rankings:
                 return header
             rankings = {b: service.ranking(b) for b in service.benchmarks()}
-            return rankings_view(rankings, header=header)
+            seen = None if state is None else ViewProgress(
+                state.done, state.total, speed, state.finished)
+            width, height = console.size
+            # One line fewer than the terminal: the cursor's line must not scroll the top away.
+            return rankings_view(rankings, width=width, height=height - 1, urls=where.urls(),
+                                 progress=seen, next_steps=where.next_steps(state))
 
-        with Live(render(), console=console, auto_refresh=False, transient=False) as live:
+        # Cropped to the terminal: the view is laid out for its size, the URLs on top.
+        console.clear()
+        with Live(render(), console=console, auto_refresh=False, transient=False,
+                  vertical_overflow="crop") as live:
             while not stop.is_set():
                 live.update(render(), refresh=True)
                 if not show_rankings and state is not None and state.finished:
@@ -143,6 +180,15 @@ def _start(
     tty = console.is_terminal
     tasks = []
     state = None
+    report = None
+    if replay:
+        import shlex
+
+        opts = [a for x in exclude for a in ("--exclude", x)] + (
+            ["--cluster-col", cluster_col] if cluster_col else [])
+        report = shlex.join(["llm-monitor", "report", str(replay[0]), *opts, "--html",
+                             "report.html"])
+    where = Where(urls, report, benchmark)
     if replay:
         blocks = load_blocks(replay, benchmark=benchmark, model=model, metric=metric,
                              exclude=exclude, cluster_col=cluster_col)
@@ -150,15 +196,17 @@ def _start(
             seed = int(np.random.SeedSequence().entropy % 2**32)  # type: ignore[operator]
         stream = ReplayStream(blocks, seed=seed if shuffle else None)
         state = ReplayState(len(stream))
-        tasks.append(_replay_task(stream, state, rate=rate, tty=tty))
+        tasks.append(_replay_task(stream, state, rate=rate, tty=tty, where=where))
         order = f"shuffled with seed {seed}" if shuffle else "in file order"
         print(f"llm-monitor: replaying {len(stream)} results from {len(blocks)} file(s), "
               f"{order}" + (f", {rate:g} results/s" if rate else ""), file=sys.stderr, flush=True)
     if tty and (view or state is not None):
-        tasks.append(_view_task(state, show_rankings=view, console=console))
+        tasks.append(_view_task(state, show_rankings=view, console=console, where=where))
 
     def ready(service: Any, base: str) -> None:
+        where.base = base
         print(f"llm-monitor: listening on {base}", flush=True)
+        print(f"  {base}/ (the web board)", flush=True)
         for path in urls:
             print(f"  {base}{path}", flush=True)
 

@@ -1,0 +1,70 @@
+"""The terminal view: names abbreviated but distinct, everything inside width × height."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from monitor.runners.view import Progress, abbreviate, rankings_view
+
+
+def _names(shared_data: Path) -> dict[str, list[str]]:
+    mmlu = next(csv.reader((shared_data / "mmlu_pro_item_correctness_wide.csv").open()))[3:]
+    gsm = next(csv.reader((shared_data / "zeroeval_gsm8k_item_correctness_wide.csv").open()))[2:]
+    return {"mmlu": mmlu, "gsm8k": gsm}
+
+
+@pytest.mark.parametrize("width", [8, 12, 18, 29, 40])
+def test_real_names_stay_distinct_and_fit(shared_data: Path, width: int) -> None:
+    for names in _names(shared_data).values():
+        short = abbreviate(names, width)
+        assert set(short) == set(names)
+        assert len(set(short.values())) == len(names)
+        assert all(len(s) <= width for s in short.values())
+        assert all(short[n] == n for n in names if len(n) <= width)
+
+
+def test_look_alike_names_get_a_distinct_mark() -> None:
+    names = [f"model-with-a-very-long-common-name-{c}" for c in "ab"] + ["x" * 40, "x" * 41]
+    short = abbreviate(names, 10)
+    assert len(set(short.values())) == 4 and all(len(s) <= 10 for s in short.values())
+
+
+def _ranking(k: int) -> dict[str, Any]:
+    models = [{"model": f"Org-Model-{i}B-Instruct-v{i % 3}.{i % 7} (run {i})",
+               "mean": 0.9 - 0.02 * i, "n": 1000, "rank_low": max(1, i), "rank_high": i + 2,
+               "tier": 1 + i // 4} for i in range(k)]
+    pairs = [{"model_a": models[i]["model"], "model_b": models[i + 1]["model"],
+              "verdict": f"resolved:{models[i]['model']}" if i % 3 == 0 else "unresolved",
+              "n": 1000, "delta": 0.02 if i % 5 else -0.004, "q_anytime": 0.5 + i / 10,
+              "e_value": 10.0 ** i, "e_threshold": 19840.0,
+              "cluster_anytime": {"excludes_zero": i % 2 == 0}} for i in range(k - 1)]
+    return {"models": models, "pairs": pairs, "tiers": 1 + (k - 1) // 4, "resolved": False}
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (100, 40), (63, 20)])
+def test_view_fits_the_terminal_and_starts_with_the_urls(width: int, height: int) -> None:
+    view = rankings_view({"bench (v1)": _ranking(32)}, width=width, height=height,
+                         urls=["board http://127.0.0.1:8000/", "/metrics"],
+                         progress=Progress(383141, 383141, 0.0, True),
+                         next_steps=["next: the board http://127.0.0.1:8000/",
+                                     "offline: llm-monitor report " + "x/" * 30 + "t.csv "
+                                     "--html report.html"])
+    console = Console(width=width, height=height, record=True, color_system=None,
+                      legacy_windows=False)
+    console.print(view)
+    lines = console.export_text().rstrip("\n").split("\n")
+    assert len(lines) <= height and all(len(line) <= width for line in lines), lines
+    assert lines[0].startswith("board http://127.0.0.1:8000/")
+    assert any("E≥1/γ=1.98e4" in line or "E≥1/γ=2.0e4" in line for line in lines[:5]), lines[:5]
+    assert lines[-1].strip() and "next: the board" in "\n".join(lines[-4:])
+    rows = [line for line in lines if line[:2].strip().isdigit()]
+    assert len(rows) >= min(10, height - 12)
+    shown = [line[3:3 + width - 51].rstrip() for line in rows]
+    assert len(set(shown)) == len(shown)
+    assert "†" in "\n".join(rows)  # a negative δ̂ is marked…
+    assert any("† δ̂<0" in line for line in lines)  # …and explained
