@@ -241,10 +241,16 @@ def log_e_mcnemar_sides(
     a01 = np.asarray(n01, dtype=float)
     a = _prior_a(v_opt, alpha_opt)
     log_e = log_e_mcnemar(a10, a01, v_opt=v_opt, alpha_opt=alpha_opt)
+    # P(θ > 1/2) = I_{1/2}(a + n01, a + n10) by the symmetry of the regularised beta, and
+    # P(θ < 1/2) = 1 − P(θ > 1/2): one incomplete beta per pair, for the side of the smaller
+    # count (the smaller probability, so that the other, near 1, is exact as its log1p).
+    a_hi, a_lo = np.maximum(a10, a01), np.minimum(a10, a01)
+    small = betainc(a + a_hi, a + a_lo, 0.5)
     with np.errstate(divide="ignore"):
-        # P(θ > 1/2) = I_{1/2}(a + n01, a + n10) by the symmetry of the regularised beta.
-        plus = log_e + _LOG2 + np.log(betainc(a + a01, a + a10, 0.5))
-        minus = log_e + _LOG2 + np.log(betainc(a + a10, a + a01, 0.5))
+        log_small, log_big = np.log(small), np.log1p(-small)
+    up = a10 >= a01
+    plus = log_e + _LOG2 + np.where(up, log_big, log_small)
+    minus = log_e + _LOG2 + np.where(up, log_small, log_big)
     return plus, minus
 
 
