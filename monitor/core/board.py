@@ -61,7 +61,9 @@ def single_thread_blas() -> Iterator[None]:
 
 class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
-    the pair sums over the items not excluded from resolution."""
+    the pair sums over the items not excluded from resolution. With ``samples`` K > 1 the
+    samples wait in ``Y`` (items × models × K) and a cell's score is the mean of its K samples,
+    written once, when the last of them arrives."""
 
     def __init__(self, name: str, samples: int = 1) -> None:
         self.name = name

@@ -509,7 +509,8 @@ class Monitor:
                 "pairs": [v.as_dict() for v in t.views(chosen)]}
 
     def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
-        """Every stored ``original`` score of ``benchmark`` by (item_id, model)."""
+        """Every stored ``original`` score of ``benchmark`` by (item_id, model): with K samples
+        per (item, model), the mean of each complete cell's samples."""
         st = self._state(benchmark)
         x = st.X[:len(st.item_ids), :st.k]
         rr, cc = np.nonzero(~np.isnan(x))
