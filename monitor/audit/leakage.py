@@ -139,6 +139,7 @@ class LeakageReport:
     n_docs: int
     method: str
     matches: tuple[ItemMatch, ...] = field(repr=False)
+    notes: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Number of items per status."""
@@ -170,6 +171,7 @@ class LeakageReport:
             "counts": self.counts(),
             "leak_share": self.leak_share(),
             "leak_suspects": [m.item_id for m in self.matches if m.status == "leak"],
+            "notes": list(self.notes),
         }
         if items:
             out["items"] = [m.__dict__ for m in self.matches]

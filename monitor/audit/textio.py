@@ -16,12 +16,40 @@ from monitor.errors import InputError
 csv.field_size_limit(1 << 30)
 
 
+#: Id columns/fields recognised without --id-col / --corpus-id-col, in this order.
+ID_FIELDS = ("id", "item_id", "question_id", "doc_id")
+
+
 @dataclass(frozen=True)
 class TextRecord:
     """One text with its identifier."""
 
     id: str
     text: str
+
+
+@dataclass(frozen=True)
+class Texts:
+    """The texts of one file or directory and where their ids came from: ``"column 'x'"``,
+    ``"file names"`` (a directory of .txt files) or ``"line numbers"`` (ids ``line N`` when the
+    file has no id column; :meth:`id_note` says so)."""
+
+    source: str
+    records: list[TextRecord]
+    id_source: str
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[TextRecord]:
+        return iter(self.records)
+
+    def id_note(self, what: str, option: str) -> str | None:
+        """A sentence for the report when the ids are line numbers, else None."""
+        if self.id_source != "line numbers":
+            return None
+        return (f"{what} {self.source} has no id column (tried {', '.join(ID_FIELDS)}): its "
+                f"texts are named by line ('line N'); pass {option} to use its own ids")
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -100,12 +128,14 @@ def read_texts(
     text_col: str | None = None,
     id_col: str | None = None,
     text_fallbacks: tuple[str, ...] = ("text", "content", "question"),
-) -> list[TextRecord]:
+) -> Texts:
     """Read every text of a CSV/TSV/JSONL file, a .txt file (one text) or a directory of .txt files.
 
     The text column defaults to the first of ``text_fallbacks`` present; the id column to
-    ``id``/``item_id``/``question_id``, else the line number. Multiple-choice records with
-    ``options`` have the options appended to the question text.
+    the first of :data:`ID_FIELDS` present, else the texts are named ``line N`` (and
+    ``id_source`` says so). A record without the id field of the others is an error, never
+    named by its line. Multiple-choice records with ``options`` have the options appended to
+    the question text.
     """
     p = Path(path)
     src = str(p)
@@ -114,13 +144,15 @@ def read_texts(
         if not files:
             raise InputError("directory holds no .txt files", source=src)
         out = [TextRecord(str(f.relative_to(p)), _open_text(f).read()) for f in files]
-        return out
+        return Texts(src, out, "file names")
     if not p.is_file():
         raise InputError("no such file or directory", source=src)
     kind = _kind(p)
     records: list[TextRecord] = []
+    id_source = "line numbers"
     if kind == "txt":
         records.append(TextRecord(p.name, _open_text(p).read()))
+        id_source = "file names"
     elif kind == "jsonl":
         tcol: str | None = None
         icol: str | None = None
@@ -132,13 +164,18 @@ def read_texts(
                     raise InputError(f"no text field (tried {list(text_fallbacks)}; "
                                      f"use --text-col); fields are {cols}", source=src,
                                      line=lineno)
-                icol = _pick(cols, id_col, ("id", "item_id", "question_id"), "id", src)
+                icol = _pick(cols, id_col, ID_FIELDS, "id", src)
+                if icol is not None:
+                    id_source = f"column {icol!r}"
             if tcol not in obj:
                 raise InputError("field missing", source=src, line=lineno, field=tcol)
+            if icol is not None and icol not in obj:
+                raise InputError("id field missing (the first record has it)", source=src,
+                                 line=lineno, field=icol)
             text = _text_of(obj[tcol], source=src, line=lineno, field=tcol)
             if isinstance(obj.get("options"), list):
                 text = text + "\n" + "\n".join(str(o) for o in obj["options"])
-            rid = str(obj[icol]) if icol is not None and icol in obj else str(lineno)
+            rid = str(obj[icol]) if icol is not None else f"line {lineno}"
             records.append(TextRecord(rid, text))
     else:
         with _open_text(p) as fh:
@@ -153,9 +190,11 @@ def read_texts(
             if tc is None:
                 raise InputError(f"no text column (tried {list(text_fallbacks)}; use "
                                  f"--text-col); columns are {header}", source=src, line=1)
-            ic = _pick(header, id_col, ("id", "item_id", "question_id"), "id", src)
+            ic = _pick(header, id_col, ID_FIELDS, "id", src)
             ti = header.index(tc)
             ii = header.index(ic) if ic is not None else None
+            if ic is not None:
+                id_source = f"column {ic!r}"
             try:
                 for lineno, row in enumerate(reader, start=2):
                     if not row:
@@ -163,11 +202,11 @@ def read_texts(
                     if len(row) != len(header):
                         raise InputError(f"expected {len(header)} fields, got {len(row)}",
                                          source=src, line=lineno)
-                    rid = row[ii] if ii is not None else str(lineno)
+                    rid = row[ii] if ii is not None else f"line {lineno}"
                     records.append(TextRecord(rid, row[ti]))
             except csv.Error as exc:
                 raise InputError(f"unreadable CSV ({exc})", source=src,
                                  line=reader.line_num) from None
     if not records:
         raise InputError("no texts found (empty file?)", source=src)
-    return records
+    return Texts(src, records, id_source)

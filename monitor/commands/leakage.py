@@ -50,6 +50,8 @@ def _human(report: lk.LeakageReport, data: dict[str, Any]) -> Any:
             console.print(table)
             if len(flagged) > 25:
                 console.print(f"… {len(flagged) - 25} more (use --out or --json)")
+        for note in report.notes:
+            console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
         console.print(
             "Containment is the share of an item's word n-grams found verbatim in one "
             "document: a high value means the text (not necessarily the answer) was in the "
@@ -77,6 +79,10 @@ def register(app: typer.Typer) -> None:
             "--id-col", help="id column/field of the eval file")] = None,
         corpus_text_col: Annotated[str | None, typer.Option(
             "--corpus-text-col", help="text column/field of the corpus file")] = None,
+        corpus_id_col: Annotated[str | None, typer.Option(
+            "--corpus-id-col", help="id column/field of the corpus file (default: id, "
+            "item_id, question_id or doc_id; without one, documents are named 'line N')")]
+            = None,
         out: Annotated[Path | None, typer.Option("--out", help="write per-item CSV here")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
@@ -87,7 +93,8 @@ def register(app: typer.Typer) -> None:
             report = scan_files(eval_path, corpus_path, n=n, threshold_review=threshold_review,
                                 threshold_leak=threshold_leak, minhash=minhash,
                                 text_col=text_col, id_col=id_col,
-                                corpus_text_col=corpus_text_col, progress=tasks)
+                                corpus_text_col=corpus_text_col,
+                                corpus_id_col=corpus_id_col, progress=tasks)
         if out is not None:
             write_csv(report, out)
         data = report.to_dict(items=True)

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 def _human(v: dict[str, Any]) -> Any:
     def render(console: Console) -> None:
-        colour = {"high-credibility": "green", "not-significant": "yellow",
-                  "likely-overfit": "red", "partial-gain": "yellow"}[v["scenario"]]
+        colour = {"high-credibility": "green", "likely-overfit": "red"}.get(v["scenario"],
+                                                                           "yellow")
         console.print(f"verdict: [bold {colour}]{v['label']}[/bold {colour}]")
         for line in v["evidence"]:
             console.print(f"  • {line}")
@@ -64,37 +64,57 @@ def register(app: typer.Typer) -> None:
             "--max-flip-rate", help="flip rate that counts as unstable")] = 0.10,
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     ) -> None:
-        """High credibility / gain not significant / likely overfit / partial gain, with evidence."""
+        """A scenario from any of compare, leakage and stability, with the evidence and the
+        checks not made: high credibility, gain not significant, likely overfit, gain holds on
+        the items without leak status, partial gain, or what is known without the rest."""
         from monitor.offline.compare import compare_table
         from monitor.offline.leakage import scan_files
         from monitor.offline.stability import stability_file
         from monitor.offline.verdict import judge, leak_suspects, load_report
 
-        lk: LeakageReport | dict[str, Any]
+        def all_or_none(what: str, flags: dict[str, object]) -> None:
+            given = [k for k, v in flags.items() if v]
+            if given and len(given) < len(flags):
+                raise ConfigError(f"{what}: {', '.join(given)} needs "
+                                  f"{', '.join(k for k in flags if k not in given)} too")
+
+        if leakage_json is None:
+            all_or_none("leakage", {"--eval": eval_path, "--corpus": corpus})
+        if compare_json is None:
+            all_or_none("compare", {"--table": table, "--a": a, "--b": b})
+        if stability_json is None:
+            all_or_none("stability", {"--items": items, "--model": model})
+
+        if model and a and model != a:
+            raise ConfigError(f"stability --model {model!r} is not model A {a!r}: the checks "
+                              "must be about the same model")
+        lk: LeakageReport | dict[str, Any] | None = None
         if leakage_json is not None:
             lk = load_report(leakage_json, "leakage")
         elif eval_path is not None and corpus is not None:
             with progress_tasks() as tasks:
                 lk = scan_files(eval_path, corpus, n=n, progress=tasks)
-        else:
-            raise ConfigError("leakage: give --leakage-json, or --eval and --corpus")
-        cmp: CompareResult | dict[str, Any]
+        cmp: CompareResult | dict[str, Any] | None = None
         if compare_json is not None:
             cmp = load_report(compare_json, "compare")
+            for flag, want, key in (("--a", a, "a"), ("--b", b, "b")):
+                if want and cmp.get(key) != want:
+                    raise ConfigError(f"{compare_json} compares {cmp.get('a')!r} with "
+                                      f"{cmp.get('b')!r}, not {flag} {want!r}")
         elif table is not None and a and b:
             cmp = compare_table(table, a=a, b=b, exclude=tuple(exclude or ()),
                                 n_resamples=n_resamples, seed=seed,
-                                suspect_items=leak_suspects(lk))
-        else:
-            raise ConfigError("compare: give --compare-json, or --table with --a and --b")
-        st: StabilityReport | dict[str, Any]
+                                suspect_items=leak_suspects(lk) if lk is not None else ())
+        st: StabilityReport | dict[str, Any] | None = None
         if stability_json is not None:
             st = load_report(stability_json, "stability")
         elif items is not None and model:
             st = stability_file(items, adapter=adapter, model=model, seed=seed,
                                 base_url=base_url, api_key=os.environ.get(api_key_env))
-        else:
-            raise ConfigError("stability: give --stability-json, or --items with --model")
+        if cmp is None and lk is None and st is None:
+            raise ConfigError("give at least one check: --compare-json or --table/--a/--b; "
+                              "--leakage-json or --eval/--corpus; --stability-json or "
+                              "--items/--model")
         v = judge(cmp, lk, st, max_leak_share=max_leak_share,
                   max_flip_rate=max_flip_rate).to_dict()
         emit(v, as_json=as_json, human=_human(v))

@@ -53,6 +53,8 @@ class CompareResult:
         The table the pair was read from.
     clean_items : CompareResult or None
         The same comparison on the shared items outside a suspect set (e.g. leaked items).
+    suspects_given, suspects_compared : int or None
+        With a suspect set: its size, and how many of the shared items are in it.
     """
 
     a: str
@@ -68,6 +70,8 @@ class CompareResult:
     zero_method: pt.ZeroMethod
     source: str | None = None
     clean_items: CompareResult | None = None
+    suspects_given: int | None = None
+    suspects_compared: int | None = None
 
     @property
     def n(self) -> int:
@@ -157,6 +161,9 @@ class CompareResult:
             "warnings": list(r.warnings),
             "meaning": self.meaning,
         })
+        if self.suspects_given is not None:
+            out["suspect_items"] = {"given": self.suspects_given,
+                                    "compared": self.suspects_compared}
         if self.clean_items is not None:
             out["clean_items"] = self.clean_items.to_dict()
         return out
@@ -266,11 +273,16 @@ def compare_table(
     opts: dict[str, Any] = {"a": a, "b": b, "n_resamples": n_resamples, "seed": seed,
                             "alpha": alpha, "power": power, "zero_method": zero_method}
     clean = None
+    compared = None
     if suspect_items:
-        keep = ~np.isin(table.item_ids.astype(str), sorted(suspect_items))
-        ca, cb = table.column(a)[keep], table.column(b)[keep]
+        suspect = np.isin(table.item_ids.astype(str), sorted(suspect_items))
+        shared = ~np.isnan(table.column(a)) & ~np.isnan(table.column(b))
+        compared = int((suspect & shared).sum())
+        ca, cb = table.column(a)[~suspect], table.column(b)[~suspect]
         both = ~np.isnan(ca) & ~np.isnan(cb)
         if 2 <= both.sum() < xa.size:
             clean = compare_pair(ca[both], cb[both], **opts)
     res = compare_pair(xa, xb, **opts)
-    return replace(res, source=str(path), clean_items=clean)
+    return replace(res, source=str(path), clean_items=clean,
+                   suspects_given=len(suspect_items) if suspect_items else None,
+                   suspects_compared=compared)

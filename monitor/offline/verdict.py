@@ -49,13 +49,14 @@ def wire_form(report: CompareResult | LeakageReport | StabilityReport | Report) 
 
 
 def judge(
-    compare: CompareResult | Report,
-    leakage: LeakageReport | Report,
-    stability: StabilityReport | Report,
+    compare: CompareResult | Report | None,
+    leakage: LeakageReport | Report | None,
+    stability: StabilityReport | Report | None,
     *,
     max_leak_share: float = 0.05,
     max_flip_rate: float = 0.10,
 ) -> Verdict:
-    """One of the four scenarios with its evidence (see :func:`monitor.audit.verdict.decide`)."""
-    return decide(wire_form(compare), wire_form(leakage), wire_form(stability),
+    """A scenario with its evidence from any of the three checks (None: not given); see
+    :func:`monitor.audit.verdict.decide`."""
+    return decide(*(None if r is None else wire_form(r) for r in (compare, leakage, stability)),
                   max_leak_share=max_leak_share, max_flip_rate=max_flip_rate)

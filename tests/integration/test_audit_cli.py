@@ -108,9 +108,13 @@ def test_verdict_running_all_three(shared_data: Path, tmp_path: Path,
     v = run_json(["verdict", "--table", str(shared_data / GSM), "--a", "Mistral-Large-2",
                   "--b", "Qwen2-72B-Instruct", "--exclude", "gold", "--B", "500",
                   "--eval", str(ev), "--corpus", str(co), "--n", "5",
-                  "--items", str(items), "--model", "A", "--adapter", "local"], capsys)
-    assert v["scenario"] == "high-credibility"
+                  "--items", str(items), "--model", "Mistral-Large-2", "--adapter", "local"],
+                 capsys)
+    assert v["scenario"] == "high-credibility" and v["missing"] == []
     assert any("items without leak status" in e for e in v["evidence"])
+    # The leak share is over the compared items: the two planted ones of 1,319.
+    assert any("2 of the 1319 compared items are leak suspects (0.2%" in e
+               for e in v["evidence"]), v["evidence"]
 
 
 def test_leakage_out_csv_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,7 +174,10 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
     (["stability", "{good}", "--model", "m", "--adapter", "local"], "field 'question'"),
     (["stability", "{empty}", "--model", "m", "--adapter", "local"], "empty"),
     (["stability", "{badjson}", "--model", "m", "--adapter", "local"], "field 'question'"),
-    (["verdict", "--compare-json", "{garbage}"], "leakage"),
+    (["verdict"], "give at least one check"),
+    (["verdict", "--eval", "{good}"], "--eval needs --corpus too"),
+    (["verdict", "--table", "{table}", "--a", "m1", "--b", "m2", "--items", "{good}",
+      "--model", "m2"], "stability --model 'm2' is not model A 'm1'"),
     (["verdict", "--compare-json", "{garbage}", "--leakage-json", "{garbage}",
       "--stability-json", "{garbage}"], "not the JSON output"),
     (["verdict", "--compare-json", "{good}", "--leakage-json", "{good}",

@@ -64,3 +64,72 @@ def test_load_report(tmp_path: Path) -> None:
         load_report(broken, "stability")
     with pytest.raises(InputError, match="no such file"):
         load_report(tmp_path / "missing.json", "compare")
+
+
+# -- any subset of evidence, one model, leak shares over the compared items, the headline ---
+def _cmp_dict(sig: bool = True) -> dict[str, Any]:
+    return {"a": "A", "b": "B", "n": 1000, "mean_diff": 0.05 if sig else 0.01,
+            "primary_test": "mcnemar_exact", "primary_pvalue": 0.001 if sig else 0.4,
+            "significant": sig, "resolution": {"q": 1.5, "alpha": 0.05}}
+
+
+LEAK_FREE = {"leak_share": 0.0, "counts": {"leak": 0, "review": 0}, "n_items": 1000, "n": 13}
+STABLE = {"model": "A", "flip_rate": 0.02, "flip_ci": [0.01, 0.04], "flip_base": 800}
+
+
+def test_any_subset_of_evidence_says_what_is_missing() -> None:
+    v = judge(_cmp_dict(), None, None)
+    assert (v.scenario, v.missing) == ("significant-unchecked", ("leakage", "stability"))
+    assert v.label == "gain significant (not checked: leakage, stability)"
+    assert (v.significant, v.contaminated, v.unstable) == (True, None, None)
+    assert "leakage: not checked" in v.evidence
+    assert judge(_cmp_dict(), LEAK_FREE, STABLE).scenario == "high-credibility"
+    assert judge(_cmp_dict(False), None, None).label == "gain not significant"
+    only_leak = judge(None, {**LEAK_FREE, "leak_share": 0.3, "counts": {"leak": 300}}, None)
+    assert only_leak.scenario == "incomplete" and only_leak.significant is None
+    assert only_leak.label == "significance not checked; test set contaminated"
+    assert judge(None, None, STABLE).label == ("significance not checked; no problem found "
+                                               "in stability")
+    with pytest.raises(ValueError, match="at least one"):
+        judge(None, None, None)
+
+
+def test_evidence_about_another_model_is_refused() -> None:
+    with pytest.raises(ValueError, match="stability report is about model 'X'"):
+        judge(_cmp_dict(), LEAK_FREE, {**STABLE, "model": "X"})
+
+
+def _table(tmp_path: Path, *, clean_gap: float, rng: np.random.Generator) -> tuple[Path, list[str]]:
+    """A wide table of A and B on 2,000 items; on 300 leaked items A is always right, on the
+    others A is right with probability 0.6 + clean_gap against B's 0.6."""
+    path = tmp_path / f"t{clean_gap}.csv"
+    leaked = [f"q{i}" for i in range(300)]
+    with path.open("w") as fh:
+        fh.write("item_id,A,B\n")
+        for i in range(2000):
+            pa = 1.0 if i < 300 else 0.6 + clean_gap
+            fh.write(f"q{i},{int(rng.random() < pa)},{int(rng.random() < 0.6)}\n")
+    return path, leaked
+
+
+@pytest.mark.parametrize(("clean_gap", "scenario"), [(0.12, "holds-on-clean-items"),
+                                                     (0.0, "likely-overfit")])
+def test_the_headline_follows_the_clean_items(tmp_path: Path, clean_gap: float,
+                                              scenario: str) -> None:
+    from monitor.offline.compare import compare_table
+
+    path, leaked = _table(tmp_path, clean_gap=clean_gap, rng=np.random.default_rng(9))
+    # 500 suspects from the scan, of which the 300 leaked ones are in the table.
+    suspects = [*leaked, *(f"elsewhere-{k}" for k in range(200))]
+    leakage = {"leak_share": 500 / 5000, "counts": {"leak": 500, "review": 0},
+               "n_items": 5000, "n": 13, "leak_suspects": suspects}
+    cmp = compare_table(path, a="A", b="B", n_resamples=200, suspect_items=suspects)
+    assert (cmp.suspects_given, cmp.suspects_compared) == (500, 300)
+    assert cmp.clean_items is not None and cmp.clean_items.n == 1700
+    v = judge(cmp, leakage, STABLE)
+    assert v.contaminated and v.scenario == scenario
+    # The share is stated over the 2,000 compared items, not the 5,000 scanned.
+    assert any("300 of the 2000 compared items are leak suspects (15.0%" in e
+               for e in v.evidence)
+    holds = cmp.clean_items.significant and cmp.clean_items.summary.delta > 0
+    assert holds == (scenario == "holds-on-clean-items")
