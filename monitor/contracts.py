@@ -55,10 +55,12 @@ WireFloat = Annotated[
 
 
 #: Names hold no control characters (C0, DEL, C1; a newline included): they are path segments
-#: of the HTTP routes, metric label values and lines of logs.
+#: of the HTTP routes, metric label values and lines of logs. :func:`decode_events` enforces
+#: it (a pattern validated on every field would cost ingest a third of its speed).
 _NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
-NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200, pattern=_NAME_PATTERN)]
-Label = Annotated[str, Field(min_length=1, max_length=100, pattern=_NAME_PATTERN)]
+_NAME = {"pattern": _NAME_PATTERN}
+NonEmpty200 = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_NAME)]
+Label = Annotated[str, Field(min_length=1, max_length=100, json_schema_extra=_NAME)]
 
 
 def _exactly_one(value: Any) -> Any:
@@ -77,7 +79,7 @@ class ItemResult(_Event):
     """One model's score on one benchmark item: the event producers send."""
 
     benchmark: NonEmpty200 = Field(description="benchmark name, e.g. 'mmlu_pro'")
-    item_id: Annotated[str, Field(min_length=1, max_length=500, pattern=_NAME_PATTERN)] = Field(
+    item_id: Annotated[str, Field(min_length=1, max_length=500, json_schema_extra=_NAME)] = Field(
         description="the item's identifier inside the benchmark"
     )
     model: NonEmpty200 = Field(description="the model that produced the answer")
@@ -90,11 +92,11 @@ class ItemResult(_Event):
         description="index of this answer among the model's repeated samples of the item "
                     "(avg@k, pass@k); the item's score is the mean of its samples",
     )
-    cluster: Annotated[str, Field(max_length=200, pattern=_NAME_PATTERN)] | None = Field(
+    cluster: Annotated[str, Field(max_length=200, json_schema_extra=_NAME)] | None = Field(
         default=None,
         description="grouping label of the item (e.g. subject); the first value seen for an item wins",
     )
-    run_id: Annotated[str, Field(max_length=200, pattern=_NAME_PATTERN)] | None = Field(
+    run_id: Annotated[str, Field(max_length=200, json_schema_extra=_NAME)] | None = Field(
         default=None, description="producer's run identifier; recorded, not part of identity"
     )
     variant: str = Field(
@@ -312,13 +314,59 @@ def _why(exc: BaseException) -> str:
     return f"invalid JSON: {exc}"
 
 
+#: Events validated per call (NDJSON lines, array elements): one call holds the interpreter
+#: for at most this many events, so a runner decoding in a thread keeps its loop responsive.
+SLICE = 2000
+
+#: Bytes of a JSON array validated in one call; a longer array is read element by element.
+_ARRAY_AT_ONCE = 1 << 20
+
+# A name can only hold a control character written as an escape (\n, \u001f, \u0085…), as
+# a raw DEL or as a raw C1 character (UTF-8 C2 80–9F): JSON forbids raw C0 inside strings.
+_CONTROL_IN_JSON = re.compile(
+    rb"\\(?:[bfnrt]|u00[01][0-9a-fA-F]|u007[fF]|u00[89][0-9a-fA-F])|\x7f|\xc2[\x80-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_NAME_FIELDS = ("benchmark", "item_id", "model", "cluster", "run_id")
+
+
+def _control_in_names(ev: ItemResult) -> str | None:
+    """The first field of ``ev`` whose name holds a control character, with the character."""
+    for name in _NAME_FIELDS:
+        value = getattr(ev, name)
+        if value is not None and (m := _CONTROL.search(value)):
+            return f"field {name!r}: control character U+{ord(m.group()):04X} in a name"
+    for flag in ev.flags:
+        if m := _CONTROL.search(flag):
+            return f"field 'flags': control character U+{ord(m.group()):04X} in a flag"
+    return None
+
+
+def _reject_control_names(body: bytes, source: str, out: Decoded) -> None:
+    """Move the valid events whose names hold control characters to the rejected ones."""
+    if not out.valid or _CONTROL_IN_JSON.search(body) is None:
+        return
+    kept: list[tuple[int, ItemResult]] = []
+    for i, ev in out.valid:
+        why = _control_in_names(ev)
+        if why is None:
+            kept.append((i, ev))
+        elif out.full:
+            out.count("schema")
+        else:
+            out.reject("schema", f"event {i}: {why}", ev.model_dump_json(exclude_defaults=True),
+                       source=source, index=i)
+    out.valid = kept
+    out.invalid.sort(key=lambda d: d.index if d.index is not None else -1)
+
+
 def decode_events(body: bytes, *, source: str, keep: int | None = None) -> Decoded:
     """Decode one JSON object, a JSON array of objects, or NDJSON into ItemResults.
 
     Invalid UTF-8, invalid JSON and schema failures become DeadLetters naming the index and
     field; valid events in the same body are unaffected (NDJSON is decoded line by line). A
     JSON array that cannot be decoded as a whole is one invalid event, and ``body_error``
-    says why. Never raises on any bytes.
+    says why. Names holding control characters are rejected (``schema``). Events are
+    validated in slices of :data:`SLICE`. Never raises on any bytes.
 
     Parameters
     ----------
@@ -342,6 +390,7 @@ def decode_events(body: bytes, *, source: str, keep: int | None = None) -> Decod
     out = Decoded(keep=keep)
     try:
         _decode(body, source, out)
+        _reject_control_names(body, source, out)
     except Exception as exc:  # last resort: the decoder must never take a worker down
         why = f"undecodable body: {type(exc).__name__}"
         out = Decoded(keep=keep, events=1, body_error=why)
@@ -377,21 +426,27 @@ def _decode(body: bytes, source: str, out: Decoded) -> None:
 
 def _decode_array(body: bytes, source: str, out: Decoded) -> bool:
     """Decode ``body`` as one JSON array; False when it is NDJSON whose first line is one."""
+    if len(body) <= _ARRAY_AT_ONCE:
+        try:
+            # Fast path: the whole array validated in one call, in JSON mode.
+            events = _LIST_ADAPTER.validate_json(body)
+        except ValidationError:
+            pass
+        else:
+            out.valid = list(enumerate(events))
+            out.events = len(events)
+            return True
     try:
-        # Fast path: the whole array validated in one call, in JSON mode.
-        events = _LIST_ADAPTER.validate_json(body)
-    except ValidationError:
-        pass
-    else:
-        out.valid = list(enumerate(events))
-        out.events = len(events)
-        return True
-    try:
-        arr = _loads(body)
+        arr = _array_elements(body) if len(body) > _ARRAY_AT_ONCE else _loads(body)
     except (ValueError, RecursionError) as exc:
         extra = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
         if extra or not body.endswith(b"]"):
             return False  # lines of JSON, the first of which is an array (or broken)
+        if len(body) > _ARRAY_AT_ONCE:  # the reason as json.loads of the whole would say it
+            try:
+                _loads(body)
+            except (ValueError, RecursionError) as whole:
+                exc = whole
         reason = "invalid-utf8" if isinstance(exc, UnicodeDecodeError) else "invalid-json"
         _body_invalid(out, reason, f"{_why(exc)}; the JSON array cannot be decoded and is "
                       "counted as one invalid event", body, source)
@@ -401,23 +456,78 @@ def _decode_array(body: bytes, source: str, out: Decoded) -> bool:
         _validate_one(arr, 0, body, source, out)
         return True
     out.events = len(arr)
-    for i, obj in enumerate(arr):
-        _validate_one(obj, i, None, source, out)
+    for lo in range(0, len(arr), SLICE):
+        _validate_objects(arr[lo:lo + SLICE], lo, None, source, out)
     return True
 
 
-# Newlines followed by a blank line (only whitespace), and a line not starting with '{'.
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_int=_long_int)
+
+
+def _array_elements(body: bytes) -> list[Any]:
+    """The elements of a JSON array, parsed one by one (each a short call, not one long one).
+
+    Raises like ``json.loads`` would (JSONDecodeError, RecursionError, UnicodeDecodeError).
+    """
+    text = body.decode("utf-8")
+    items: list[Any] = []
+    i = _WS.match(text, 1).end()  # type: ignore[union-attr]
+    if text[i:i + 1] == "]":
+        i += 1
+    else:
+        while True:
+            obj, i = _DECODER.raw_decode(text, i)
+            items.append(obj)
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+            c = text[i:i + 1]
+            if c == "]":
+                i += 1
+                break
+            if c != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+    if _WS.match(text, i).end() != len(text):  # type: ignore[union-attr]
+        raise json.JSONDecodeError("Extra data", text, i)
+    return items
+
+
+def _validate_objects(objs: list[Any], offset: int, raws: list[bytes] | None, source: str,
+                      out: Decoded) -> None:
+    """Validate parsed values (one slice) numbered from ``offset``."""
+    if all(type(o) is dict for o in objs):
+        try:
+            events = _LIST_ADAPTER.validate_python(objs)
+        except ValidationError:
+            pass
+        else:
+            out.valid.extend(enumerate(events, start=offset))
+            return
+    others = 0  # values that are not objects, once no more dead letters are kept
+    for k, obj in enumerate(objs):
+        if type(obj) is dict or not out.full:
+            _validate_one(obj, offset + k, None if raws is None else raws[k], source, out)
+        else:
+            others += 1
+    if others:
+        out.rejected += others
+        out.reasons["schema"] = out.reasons.get("schema", 0) + others
+
+
+# Newlines followed by a blank line (only whitespace).
 _BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n)")
-_NOT_OBJECT = re.compile(rb"(?:^|\n)[ \t\r\x0b\x0c]*[^{ \t\r\x0b\x0c\n]")
 
 
 def _decode_ndjson(body: bytes, source: str, out: Decoded) -> None:
-    # The lines are joined into one JSON array with bytes.replace, not split and joined: a
-    # join of a million short lines allocates ~80 bytes of bookkeeping per line.
-    compact = _BLANK_LINE.sub(b"", body)  # body is stripped: no blank first or last line
-    out.events = compact.count(b"\n") + 1
-    joined = b"[" + compact.replace(b"\n", b",") + b"]"
-    if _NOT_OBJECT.search(compact) is None:
+    lines = _BLANK_LINE.sub(b"", body).split(b"\n")  # body is stripped: no blank first/last
+    out.events = len(lines)
+    for lo in range(0, len(lines), SLICE):
+        _decode_lines(lines[lo:lo + SLICE], lo, source, out)
+
+
+def _decode_lines(lines: list[bytes], offset: int, source: str, out: Decoded) -> None:
+    joined = b"[" + b",".join(lines) + b"]"
+    if all(ln.lstrip()[:1] == b"{" for ln in lines):
         try:
             # Fast path: every line valid. The count check guards against a line such as
             # '{...},{...}' that would otherwise shift the indices of the following lines.
@@ -425,27 +535,19 @@ def _decode_ndjson(body: bytes, source: str, out: Decoded) -> None:
         except ValueError:
             pass
         else:
-            if len(events) == out.events:
-                out.valid = list(enumerate(events))
+            if len(events) == len(lines):
+                out.valid.extend(enumerate(events, start=offset))
                 return
     try:
         # Every line is JSON (some are not valid events): parsed at once, checked one by one.
         objs = _loads(joined)
     except (ValueError, RecursionError):
         objs = None
-    del joined
-    if isinstance(objs, list) and len(objs) == out.events:
-        others = 0  # values that are not objects, once no more dead letters are kept
-        for i, obj in enumerate(objs):
-            if type(obj) is dict or not out.full:
-                _validate_one(obj, i, None, source, out)
-            else:
-                others += 1
-        if others:
-            out.rejected += others
-            out.reasons["schema"] = out.reasons.get("schema", 0) + others
+    if isinstance(objs, list) and len(objs) == len(lines):
+        _validate_objects(objs, offset, lines, source, out)
         return
-    for i, raw in enumerate(compact.split(b"\n")):
+    for k, raw in enumerate(lines):
+        i = offset + k
         try:
             obj = _loads(raw)
         except (ValueError, RecursionError) as exc:

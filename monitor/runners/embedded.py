@@ -5,19 +5,26 @@ translate requests to service calls and results to JSON (a bearer token, when se
 every route but ``/healthz``); :func:`serve` runs the server with the background tasks
 (evaluation on the cadence, replay, the live view) until SIGINT/SIGTERM.
 
-Requests are processed one at a time on the event loop: the order in which batches are applied
-is the order in which they are committed, which is what makes a restart reproduce the state.
+Batches are decoded, applied and committed one at a time in a worker thread, off the event
+loop (so that /healthz and the queries of other clients stay answered while a large batch is
+processed); each is applied and committed under the state lock, so the order in which batches
+are applied is the order in which they are committed, which is what makes a restart reproduce
+the state. A 202 still means committed. Connections are bounded (``max_connections``, idle
+ones closed first), idle ones closed after ``idle_timeout`` and bodies that stall cut off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
+import resource
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -60,20 +67,37 @@ def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]
     return auth
 
 
-async def _read_limited(request: web.Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read)."""
+async def _read_limited(request: web.Request, limit: int, *, idle: float,
+                        total: float) -> bytes | None:
+    """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read).
+
+    Raises TimeoutError when no byte came for ``idle`` seconds or the whole body took longer
+    than ``total``.
+    """
     if request.content_length is not None and request.content_length > limit:
         return None
-    buf = bytearray()
-    async for chunk in request.content.iter_chunked(1 << 16):
-        buf += chunk
-        if len(buf) > limit:
-            return None
-    return bytes(buf)
+    chunks: list[bytes] = []
+    size = 0
+    async with asyncio.timeout(total):
+        while chunk := await asyncio.wait_for(request.content.readany(), idle):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                return None
+    return b"".join(chunks)
 
 
 #: At most this many pairs per page of /v1/benchmarks/{b}/pairs.
 PAIRS_PAGE_CAP = 1000
+
+
+def _ingest_or_refusal(service: EmbeddedService, body: bytes) -> Any:
+    """The report of ``body``, or the refusal returned (not raised) with no traceback: one
+    raised across the worker thread would hold the batch in a reference cycle."""
+    try:
+        return service.ingest_body(body, source="http")
+    except OverCap as over:
+        return over.with_traceback(None)
 
 
 def _int_param(request: web.Request, name: str, default: int, *, lo: int, hi: int) -> int:
@@ -98,16 +122,58 @@ def build_app(service: EmbeddedService) -> web.Application:
     # The body is read by _read_limited; client_max_size is only a second fence.
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes + 1)
     limit = settings.max_body_bytes
+    # One worker: batches are processed in the order their bodies were read, one at a time.
+    ingest = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-monitor-ingest")
+    # Bodies held in memory at once (read, or waiting for the worker).
+    uploads = asyncio.Semaphore(settings.max_concurrent_bodies)
+
+    async def off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            ingest, functools.partial(fn, *args, **kwargs))
+
+    async def stop_worker(_: web.Application) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, ingest.shutdown)
+
+    app.on_cleanup.append(stop_worker)
+
+    async def read(request: web.Request, fn: Callable[..., Any], *args: Any,
+                   **kwargs: Any) -> Any:
+        # A query, in a thread with the state lock held: never beside a half-applied batch.
+        return await asyncio.to_thread(service.locked, fn, *args, **kwargs)
 
     async def post_results(request: web.Request) -> web.StreamResponse:
-        body = await _read_limited(request, limit)
+        try:
+            await asyncio.wait_for(uploads.acquire(), settings.body_timeout)
+        except TimeoutError:
+            service.count_refused("max_concurrent_bodies")
+            resp = _error(503, "busy", f"{settings.max_concurrent_bodies} request bodies are "
+                          "being received or processed (max_concurrent_bodies); retry")
+            resp.force_close()
+            return resp
+        try:
+            return await receive(request)
+        finally:
+            uploads.release()
+
+    async def receive(request: web.Request) -> web.StreamResponse:
+        try:
+            body = await _read_limited(request, limit, idle=settings.idle_timeout,
+                                       total=settings.body_timeout)
+        except TimeoutError:
+            service.count_refused("body_timeout")
+            resp = _error(408, "timeout", f"the request body stalled for {settings.idle_timeout:g} s "
+                          f"or took over {settings.body_timeout:g} s (idle_timeout, body_timeout)")
+            resp.force_close()
+            return resp
         if body is None:
-            service.reject_body("too-large", f"request body over {limit} bytes")
+            await off_loop(service.reject_body, "too-large", f"request body over {limit} bytes")
             resp = _error(413, "too-large", f"request body over the limit of {limit} bytes")
             resp.force_close()  # the rest of the body is never read
             return resp
         try:
-            report = service.ingest_body(body, source="http")
+            report = await off_loop(_ingest_or_refusal, service, body)
+            if isinstance(report, OverCap):
+                raise report
         except OverCap as over:
             resp = _json({"error": "over-cap", "cap": over.cap, "limit": over.limit,
                           "detail": f"{over.detail}; nothing of this request was applied"},
@@ -120,11 +186,15 @@ def build_app(service: EmbeddedService) -> web.Application:
         return _json(report.as_dict(), status=202 if valid or not report.invalid else 400)
 
     def per_benchmark(query: Callable[[web.Request, str], Any]) -> Handler:
+        def answer(request: web.Request, bench: str) -> Any:
+            return query(request, bench) if bench in service.host.monitors else None
+
         async def handler(request: web.Request) -> web.StreamResponse:
             bench = request.match_info["benchmark"]
-            if bench not in service.benchmarks():
+            data = await read(request, answer, request, bench)
+            if data is None:
                 return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
-            return _json(query(request, bench))
+            return _json(data)
         return handler
 
     def contamination(request: web.Request, bench: str) -> Any:
@@ -145,23 +215,24 @@ def build_app(service: EmbeddedService) -> web.Application:
                 content_type="application/json") from None
 
     async def get_benchmarks(request: web.Request) -> web.StreamResponse:
-        return _json({"benchmarks": service.benchmarks()})
+        return _json({"benchmarks": await read(request, service.benchmarks)})
 
     async def get_changes(request: web.Request) -> web.StreamResponse:
         since = _int_param(request, "since", 0, lo=0, hi=2**62)
         limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
-        changes = service.store.changes_since(since, limit=limit,
-                                              benchmark=request.query.get("benchmark"))
+        changes = await read(request, service.store.changes_since, since, limit=limit,
+                             benchmark=request.query.get("benchmark"))
         last = changes[-1]["change_id"] if changes else since
         return _json({"changes": changes, "next_since": last})
 
     async def get_dead_letters(request: web.Request) -> web.StreamResponse:
         since = _int_param(request, "since", 0, lo=0, hi=2**62)
         limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
-        return _json({"dead_letters": service.store.dead_letters(since=since, limit=limit)})
+        return _json({"dead_letters": await read(request, service.store.dead_letters,
+                                                 since=since, limit=limit)})
 
     async def get_metrics(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=service.metrics_text(),
+        return web.Response(body=await read(request, service.metrics_text),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(request: web.Request) -> web.StreamResponse:
@@ -183,6 +254,71 @@ def build_app(service: EmbeddedService) -> web.Application:
 
 
 # -- process ------------------------------------------------------------------------------
+#: Connections accepted in one go before the server sees them (the listen backlog): each
+#: holds a file descriptor before the cap below can close another.
+_BACKLOG = 32
+
+#: How often a thread holding the interpreter lock lets another (the event loop) run.
+_SWITCH_INTERVAL = 0.001
+
+#: File descriptors kept free of connections (the database, its journal, logs, a scrape).
+_FD_RESERVE = 64
+
+
+def _connection_cap(setting: int) -> int:
+    """``max_connections``, lowered to fit the process's open-files limit (``ulimit -n``)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return setting
+    # A burst of accepts can come before the sockets closed for the previous one are gone.
+    return max(1, min(setting, soft - _FD_RESERVE - 2 * _BACKLOG))
+
+
+class _Refuse(asyncio.Protocol):
+    """A connection over the cap with no idle one to close: 503 and hang up."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        body = b'{"error": "busy", "detail": "too many connections (max_connections); retry"}'
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json"
+                        b"\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode()
+                        + b"\r\n\r\n" + body)
+        transport.close()
+
+
+class _ConnectionCap:
+    """The server's protocol factory with at most ``cap`` connections: past it, the connection
+    idle the longest (waiting for a request, or for the rest of its headers) is closed to make
+    room, and when every one is busy the new one gets 503. So idle sockets can neither exhaust
+    the file descriptors nor keep other clients out."""
+
+    def __init__(self, server: web.Server, cap: int) -> None:
+        self.server, self.cap = server, cap
+        # Handlers made here and not yet gone, with whether each has had its socket: the
+        # server lists a connection only once it is set up, a burst of accepts later.
+        self._made: dict[Any, bool] = {}
+
+    def __call__(self) -> asyncio.Protocol:
+        for h, had in list(self._made.items()):
+            if h.transport is not None:
+                self._made[h] = True
+            elif had:  # closed (its socket goes with the next loop iteration)
+                del self._made[h]
+        if len(self._made) >= self.cap:
+            # aiohttp keeps no public flags for these: a handler not inside a request is idle;
+            # one that never received a request goes first, then the one whose keep-alive
+            # deadline is the earliest (idle the longest).
+            idle = [h for h in self._made if h.transport is not None
+                    and not getattr(h, "_request_in_progress", True)]
+            if not idle:
+                return _Refuse()
+            min(idle, key=lambda h: (getattr(h, "_request_count", 0) > 0,
+                                     getattr(h, "_next_keepalive_close_time", 0.0))).force_close()
+        handler = self.server()
+        self._made[handler] = False
+        return handler
+
+
 BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
 
 
@@ -193,12 +329,13 @@ async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await asyncio.sleep(interval)
         try:
-            service.evaluate_pending()
+            await asyncio.to_thread(service.evaluate_pending)
         except Exception as exc:  # storage trouble: reported, retried at the next tick
             print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
                   file=sys.stderr, flush=True)
             continue
-        _snapshot(service)
+        await asyncio.to_thread(_snapshot, service)
+        await asyncio.to_thread(service.collect_garbage)
 
 
 def _snapshot(service: EmbeddedService, *, force: bool = False) -> None:
@@ -230,25 +367,34 @@ async def serve(
     """Rebuild the state, listen, run ``tasks`` (replay, live view) and serve until SIGINT/SIGTERM."""
     service = EmbeddedService(settings)
     app = build_app(service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # Batches are processed in a thread: the loop thread, waiting for the interpreter lock at
+    # each of its socket calls, gets it after this many seconds instead of the default 5 ms.
+    sys.setswitchinterval(_SWITCH_INTERVAL)
+    # keepalive_timeout closes a connection idle that long, before its first request too (a
+    # socket that sends nothing or half a header); a handler is not cancelled when its client
+    # goes away, so a batch being applied is finished and committed.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                           keepalive_timeout=settings.idle_timeout, handler_cancellation=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    loop = asyncio.get_running_loop()
+    server = runner.server
+    assert server is not None  # set by setup()
     try:
-        await site.start()
+        listener = await loop.create_server(
+            _ConnectionCap(server, _connection_cap(settings.max_connections)),
+            settings.host, settings.port, reuse_address=True, backlog=_BACKLOG)
     except OSError as exc:
         await runner.cleanup()
         service.close()
         raise MonitorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
                            "choose another --port or --host") from None
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     port = settings.port
-    server = getattr(site, "_server", None)
-    if port == 0 and server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
+    if port == 0 and listener.sockets:
+        port = listener.sockets[0].getsockname()[1]
     base = f"http://{host}:{port}"
     if on_ready is not None:
         on_ready(service, base)
@@ -259,6 +405,7 @@ async def serve(
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        listener.close()
         await runner.cleanup()
         try:
             service.evaluate_pending(force=True)  # log the last verdict changes before leaving

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
@@ -32,12 +32,17 @@ from monitor.runners.store import SqliteStore
 
 _REBUILD_BATCH = 100_000
 
+T = TypeVar("T")
+
 #: A snapshot round is not started sooner than this many times the last round's duration after
 #: it ended, so rounds take at most about a tenth of the process's time however slow they are.
 SNAPSHOT_SPACING = 10.0
 
 #: After a failed snapshot round, the next is tried no sooner than this many seconds later.
 SNAPSHOT_RETRY_SECONDS = 60.0
+
+#: The garbage left by batches is collected at most this often (seconds).
+GC_SECONDS = 60.0
 
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
@@ -144,6 +149,22 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def _batch_collection() -> Iterator[None]:
+    """The collector paused for a batch, and what the batch left alive frozen after it.
+
+    A batch that creates much state (a thousand new benchmarks) would leave the collector a
+    young generation of that size to traverse at its next run, in whichever thread
+    allocates next — the event loop's, for 50–150 ms. Frozen objects are not traversed;
+    :meth:`EmbeddedService.collect_garbage` collects them once a minute.
+    """
+    with _collector_paused():
+        try:
+            yield
+        finally:
+            gc.freeze()
+
+
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -188,6 +209,7 @@ class EmbeddedService:
         self.started = time.time()
         # Dead letters stored in the current window: (window start, rows stored in it).
         self._letters_window = (clock(), 0)
+        self._last_gc = clock()
         self._unstored = Counter(
             "llm_monitor_dead_letters_unstored", "Rejected events counted but not stored as "
             "dead letters (over the per-request or per-window bound)", registry=self.registry)
@@ -277,20 +299,29 @@ class EmbeddedService:
 
     # -- ingest ----------------------------------------------------------------------------
     def ingest_body(self, body: bytes, *, source: str = "http") -> IngestReport:
-        """Decode a request body (object, array or NDJSON) and ingest it."""
+        """Decode a request body (object, array or NDJSON) and ingest it.
+
+        Safe to call from a thread: the decoding holds no lock, the rest holds the state lock
+        (``host.lock``), so batches are applied in the order they are committed.
+        """
         t0 = time.perf_counter()
+        with _batch_collection():
+            return self._ingest_body(body, source, t0)
+
+    def _ingest_body(self, body: bytes, source: str, t0: float) -> IngestReport:
         keep = self.settings.dead_letters_per_request
         decoded = decode_events(body, source=source, keep=keep)
         if decoded.events > self.settings.max_batch_events:
             self._refuse(OverCap("max_batch_events", self.settings.max_batch_events,
                                  f"the request holds {decoded.events} events; send at most "
                                  f"{self.settings.max_batch_events} per request", status=413))
-        self.check_caps([ev for _, ev in decoded.valid])
         unkept = dict(decoded.reasons)
         for letter in decoded.invalid:
             unkept[letter.reason] -= 1
-        report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0,
-                             unkept={r: n for r, n in unkept.items() if n})
+        with self.host.lock:
+            self.check_caps([ev for _, ev in decoded.valid])
+            report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0,
+                                 unkept={r: n for r, n in unkept.items() if n})
         report.events, report.body_error = decoded.events, decoded.body_error
         return report
 
@@ -320,6 +351,7 @@ class EmbeddedService:
         index = [i for i, _ in valid]
         changes: list[Change] = []
         accepted: list[ItemResult] = []
+        self.host.lock.acquire()
         try:
             if events:
                 result = self.host.apply(events, sources=[f"{source}[{i}]" for i in index],
@@ -344,6 +376,8 @@ class EmbeddedService:
             # from what is durable so memory never runs ahead of the log.
             self._load_state()
             raise
+        finally:
+            self.host.lock.release()
         self.host.observe(report.counts(), changes, lag_seconds=time.perf_counter() - t0)
         report.rejected = [{"index": d.index, "reason": d.reason, "detail": d.detail}
                            for d in letters]
@@ -432,19 +466,31 @@ class EmbeddedService:
     def reject_body(self, reason: str, detail: str) -> None:
         """Log and store a request rejected before decoding (e.g. over the size limit)."""
         letter = self.host.on_invalid(reason, detail, "", source="http")
-        self.store.commit(results=(), dead_letters=self._bounded([letter], 1, "http"),
-                          counts={"invalid": 1})
+        with self.host.lock:
+            self.store.commit(results=(), dead_letters=self._bounded([letter], 1, "http"),
+                              counts={"invalid": 1})
+
+    def count_refused(self, cap: str) -> None:
+        """Count a request refused by the transport (a timeout, no upload slot)."""
+        self._refused.labels(cap).inc()
+
+    def locked(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``read(*args, **kwargs)`` with the state lock held: a read from another thread sees
+        no batch half applied and no uncommitted row."""
+        with self.host.lock:
+            return read(*args, **kwargs)
 
     def evaluate_pending(self, *, force: bool = False) -> int:
         """Evaluate results left unevaluated by the cadence and store the changes; how many."""
-        changes = self.host.evaluate_if_due(force=force)
-        if changes:
-            try:
-                self.store.commit(results=(), changes=changes)
-            except Exception:
-                self._load_state()
-                raise
-            self.host.observe(changes=changes)
+        with self.host.lock:
+            changes = self.host.evaluate_if_due(force=force)
+            if changes:
+                try:
+                    self.store.commit(results=(), changes=changes)
+                except Exception:
+                    self._load_state()
+                    raise
+                self.host.observe(changes=changes)
         return len(changes)
 
     # -- snapshots -------------------------------------------------------------------------
@@ -476,6 +522,22 @@ class EmbeddedService:
         """
         if not self.snapshots_on:
             return False
+        with self.host.lock:
+            return self._snapshot_if_due(force)
+
+    def collect_garbage(self, *, every: float = GC_SECONDS) -> bool:
+        """Collect the cyclic garbage of the batches (frozen after each, see
+        ``_batch_collection``) when ``every`` seconds passed since the last time."""
+        now = self._clock()
+        if now - self._last_gc < every:
+            return False
+        self._last_gc = now
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        return True
+
+    def _snapshot_if_due(self, force: bool) -> bool:
         if not (sum(self._unsnapshotted.values()) if force else self.snapshot_due()):
             return False
         t0 = time.perf_counter()

@@ -201,6 +201,14 @@ class Settings(BaseSettings):
     max_clusters_per_benchmark: int = Field(default=1000, ge=1)
     max_perturbation_kinds: int = Field(default=64, ge=1)
     max_batch_events: int = Field(default=200_000, ge=1)
+    # Connections: closed after idle_timeout seconds without a request (before the first one
+    # too, or in the middle of its headers) or without a byte of a body being received; a body
+    # must arrive within body_timeout; at most max_connections at once (fewer under a low
+    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held.
+    idle_timeout: float = Field(default=10.0, gt=0.0)
+    body_timeout: float = Field(default=60.0, gt=0.0)
+    max_connections: int = Field(default=1000, ge=1)
+    max_concurrent_bodies: int = Field(default=8, ge=1)
 
     # -- distributed worker (llm-monitor worker) -------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"

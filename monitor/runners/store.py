@@ -64,9 +64,18 @@ CREATE INDEX IF NOT EXISTS changes_by_kind ON changes (kind, benchmark, id);
 _EVENTS: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 
 
+#: Events serialised per call: a call holds the interpreter (and a server's event loop, when
+#: a batch is stored from a thread) for at most this many.
+_DUMP_SLICE = 5000
+
+
 def _events_json(results: Sequence[ItemResult]) -> bytes:
     """The accepted events of one batch as one JSON array (defaults left out)."""
-    return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
+    if len(results) <= _DUMP_SLICE:
+        return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
+    parts = [_EVENTS.dump_json(list(results[lo:lo + _DUMP_SLICE]), exclude_defaults=True)[1:-1]
+             for lo in range(0, len(results), _DUMP_SLICE)]
+    return b"[" + b",".join(parts) + b"]"
 
 
 @dataclass(frozen=True)

@@ -115,12 +115,24 @@ class Server:
         hdrs = dict(headers or {})
         if self.token is not None and "Authorization" not in hdrs:
             hdrs["Authorization"] = f"Bearer {self.token}"
+        reused = self._conn is not None
         if self._conn is None:
             self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            self._conn.request(method, path, body=body, headers=hdrs,
-                               encode_chunked="Transfer-Encoding" in hdrs)
-            resp = self._conn.getresponse()
+            try:
+                self._conn.request(method, path, body=body, headers=hdrs,
+                                   encode_chunked="Transfer-Encoding" in hdrs)
+                resp = self._conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if not reused or not isinstance(body, (bytes, type(None))):
+                    raise
+                # The server closes a keep-alive connection idle for idle_timeout (10 s): a
+                # request on one it has closed was never read, so it is sent again once.
+                self._conn.close()
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+                self._conn.request(method, path, body=body, headers=hdrs,
+                                   encode_chunked="Transfer-Encoding" in hdrs)
+                resp = self._conn.getresponse()
             data = resp.read()
             if resp.getheader("Connection", "").lower() == "close":
                 self._close()
@@ -154,51 +166,54 @@ class Server:
         return data.decode()
 
 
+_PROBE = r"""
+import http.client, json, select, sys, time
+port, timeout, pause = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+latencies, failures, conn = [], 0, None
+while not select.select([sys.stdin], [], [], pause)[0]:  # until stdin is closed
+    t0, ok = time.perf_counter(), False
+    try:
+        if conn is None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        resp.read()
+        ok = resp.status == 200
+    except (OSError, http.client.HTTPException):
+        if conn is not None:
+            conn.close()
+        conn = None
+    took = time.perf_counter() - t0
+    if not ok:
+        failures += 1
+        took = max(took, timeout)
+    latencies.append(took)
+print(json.dumps({"latencies": latencies, "failures": failures}))
+"""
+
+
 class HealthProbe:
-    """GET /healthz in a loop from a thread of its own, on its own connection, recording each
-    answer's latency (a timeout or a failure is recorded as ``timeout`` seconds)."""
+    """GET /healthz in a loop from a process of its own (so that the test's own work does not
+    delay it), on its own connection, recording each answer's latency (a timeout or a failure
+    is recorded as ``timeout`` seconds)."""
 
     def __init__(self, port: int, *, timeout: float = 5.0, pause: float = 0.005) -> None:
-        import threading
-
         self.port, self.timeout, self.pause = port, timeout, pause
         self.latencies: list[float] = []
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> HealthProbe:
-        self._thread.start()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, str(self.port), str(self.timeout), str(self.pause)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(self.timeout + 5)
-
-    def _run(self) -> None:
-        conn: http.client.HTTPConnection | None = None
-        while not self._stop.is_set():
-            t0 = time.perf_counter()
-            try:
-                if conn is None:
-                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
-                conn.request("GET", "/healthz")
-                resp = conn.getresponse()
-                resp.read()
-                ok = resp.status == 200
-            except (OSError, http.client.HTTPException):
-                ok = False
-                if conn is not None:
-                    conn.close()
-                conn = None
-            took = time.perf_counter() - t0
-            if not ok:
-                self.failures += 1
-                took = max(took, self.timeout)
-            self.latencies.append(took)
-            self._stop.wait(self.pause)
-        if conn is not None:
-            conn.close()
+        assert self._proc is not None
+        out, _ = self._proc.communicate(timeout=self.timeout + 30)
+        data = json.loads(out)
+        self.latencies, self.failures = data["latencies"], data["failures"]
 
     def p99(self) -> float:
         """The 99th percentile latency in seconds (inf when nothing was measured)."""

@@ -6,11 +6,12 @@ characters are rejected line by line."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.embedded_harness import Server, metric_value
+from tests.integration.embedded_harness import HealthProbe, Server, metric_value
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +65,7 @@ def test_each_cap_refuses_with_its_name_and_keeps_what_was_accepted(tmp_path: Pa
         status, reply = srv.post(_ndjson(bad))
         assert status == 202 and reply["accepted"] == 1 and reply["invalid"] == 4, reply
         assert [r["index"] for r in reply["rejected"]] == [0, 1, 2, 3], reply
-        assert all("pattern" in r["detail"] for r in reply["rejected"]), reply
+        assert all("control character" in r["detail"] for r in reply["rejected"]), reply
         srv.kill()
         srv.start()  # the caps hold against what a restart rebuilt
         refused([_ev("e", "1", "x")], "max_benchmarks")
@@ -72,3 +73,30 @@ def test_each_cap_refuses_with_its_name_and_keeps_what_was_accepted(tmp_path: Pa
     finally:
         srv.kill()
 
+
+
+def test_a_hundred_thousand_benchmarks_are_refused_past_the_cap(tmp_path: Path) -> None:
+    """100,000 one-result benchmarks (the default cap is 1,000) in requests of 1,000, while
+    another client polls /healthz."""
+    srv = Server(tmp_path / "many.db").start()
+    statuses: dict[int, int] = {}
+    try:
+        t0 = time.perf_counter()
+        with HealthProbe(srv.port) as probe:
+            for lo in range(0, 100_000, 1000):
+                body = _ndjson([_ev(f"bench-{i}", "1", "m") for i in range(lo, lo + 1000)])
+                status, _ = srv.request("POST", "/v1/results", body)
+                statuses[status] = statuses.get(status, 0) + 1
+        took = time.perf_counter() - t0
+        rss, peak = srv.memory_kib()
+        figures = (f"{statuses} in {took:.1f} s, RSS {rss / 1024:.0f} MB (peak "
+                   f"{peak / 1024:.0f} MB); {probe.summary()}")
+        print(f"\n100k benchmarks: {figures}")
+        assert statuses == {202: 1, 429: 99}, figures
+        assert probe.p99() <= 0.100 and probe.failures == 0, figures
+        assert len(srv.get_json("/v1/benchmarks")[1]["benchmarks"]) == 1000
+        t1 = time.perf_counter()
+        status, _ = srv.request("GET", "/metrics")
+        assert status == 200 and time.perf_counter() - t1 < 2.0, figures
+    finally:
+        srv.kill()

@@ -80,3 +80,44 @@ def test_names_with_control_characters_are_rejected_alone() -> None:
     assert d.rejected == len(lines) and d.reasons == {"schema": len(lines)}
     ok = decode_events(json.dumps({**GOOD, "model": "é ☃ 模型 (v2)"}).encode(), source="http")
     assert ok.valid and not ok.invalid
+
+
+def test_a_large_array_read_element_by_element_decodes_like_a_small_one() -> None:
+    events: list[object] = [{**GOOD, "item_id": f"item-{i:06d}", "model": f"model-{i % 7}"}
+                            for i in range(15_000)]
+    bad = {5: 7, 1999: {**GOOD, "score": 2}, 2000: "x", 14_999: {**GOOD, "model": "a\nb"}}
+    for i, v in bad.items():
+        events[i] = v
+    body = json.dumps(events).encode()
+    assert len(body) > 1 << 20  # past the one-call fast path
+    d = decode_events(body, source="http")
+    assert d.events == len(events) and len(d.valid) == len(events) - len(bad)
+    assert [x.index for x in d.invalid] == sorted(bad)
+    small = decode_events(json.dumps(events[:3000]).encode(), source="http")
+    assert [(i, e) for i, e in d.valid if i < 3000] == small.valid
+    deep = body[:-1] + b", " + b"[" * 1500 + b"]" * 1500 + b"]"
+    d = decode_events(deep, source="http")
+    assert d.events == 1 and d.body_error is not None and "nesting too deep" in d.body_error
+    d = decode_events(body + b" x", source="http")  # not an array: read as lines (one here)
+    assert d.events == 1 and d.rejected == 1
+
+
+def test_ndjson_slices_keep_each_line_index() -> None:
+    lines = [json.dumps({**GOOD, "item_id": str(i)}).encode() for i in range(4500)]
+    for i in (0, 1999, 2000, 4499):
+        lines[i] = b"{oops"
+    d = decode_events(b"\n".join(lines), source="http")
+    assert [x.index for x in d.invalid] == [0, 1999, 2000, 4499]
+    assert len(d.valid) == 4496 and d.valid[0][0] == 1 and d.valid[-1][0] == 4498
+
+
+def test_control_characters_are_found_in_every_spelling() -> None:
+    spellings = [b"a\\nb", b"a\\u0000b", b"a\\u001Fb", b"a\\u007fb", b"a\\u0085b", b"a\x7fb",
+                 b"a\xc2\x85b", b"a\\tb"]
+    for s in spellings:
+        line = LINE.replace(b'"model": "m"', b'"model": "' + s + b'"')
+        d = decode_events(LINE + b"\n" + line, source="http")
+        assert len(d.valid) == 1 and d.invalid[0].index == 1, s
+        assert "control character" in d.invalid[0].detail, d.invalid[0].detail
+    fine = LINE.replace(b'"model": "m"', b'"model": "a\\\\nb \\u00e9"')  # a backslash, then n
+    assert decode_events(fine, source="http").valid[0][1].model == "a\\nb é"
