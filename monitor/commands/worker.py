@@ -20,6 +20,7 @@ from monitor.commands.run import (
     PerPairSeriesOpt,
     PlannedOpt,
     PowerOpt,
+    SamplesOpt,
     core_options,
 )
 from monitor.errors import ConfigError
@@ -91,6 +92,7 @@ def register(app: typer.Typer) -> None:
         exclude_flag: ExcludeFlagOpt = None,
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
+        samples: SamplesOpt = None,
         checkpoint_interval: Annotated[float | None, typer.Option(help="seconds between state checkpoints and offset commits (default: 2.0)")] = None,
         batch_size: Annotated[int | None, typer.Option(help="most records stepped at once (default: 5000)")] = None,
         engine: Annotated[str | None, typer.Option(help="kafka (kafka-python) or faust (default: kafka)")] = None,
@@ -111,7 +113,7 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval),
+                           eval_interval=eval_interval, samples=samples),
         )
         _need_kafka("kafka")
         if settings.engine == "faust":

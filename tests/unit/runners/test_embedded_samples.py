@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.errors import ConfigError
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.settings import Settings
 
@@ -38,3 +40,12 @@ def test_samples_wait_for_their_cell_across_a_restart(tmp_path: Path) -> None:
     pair = svc.ranking("b")["pairs"][0]
     assert (pair["model_a"], pair["n"], pair["delta"], pair["samples"]) == ("a", 1, 0.5, 2)
     svc.close()
+
+
+def test_the_samples_setting_reaches_the_core_and_is_validated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings.build(samples=3, serve_http=False).core_config().samples == 3
+    monkeypatch.setenv("LLM_MONITOR_SAMPLES", "5")
+    assert Settings.build(serve_http=False).core_config().samples == 5
+    with pytest.raises(ConfigError, match="samples"):
+        Settings.build(samples=0, serve_http=False)
