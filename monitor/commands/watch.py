@@ -227,17 +227,22 @@ def register(app: typer.Typer) -> None:
         opts = Options(benchmark=benchmark, model=model, metric=metric, filter=filter,
                        scorer=scorer)
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         report = PostReport()
         print(f"llm-monitor: watching {root} → {ws.url} (state {ws.path})", file=sys.stderr,
               flush=True)
-        with MonitorClient(url, token=read_token(token_file), batch_size=batch_size) as client:
-            while not stop.is_set():
-                report = report.merge(scan_once(root, ws, client, opts, stop))
-                if once:
-                    break
-                stop.wait(interval)
+        try:
+            with MonitorClient(url, token=read_token(token_file),
+                               batch_size=batch_size) as client:
+                while not stop.is_set():
+                    report = report.merge(scan_once(root, ws, client, opts, stop))
+                    if once:
+                        break
+                    stop.wait(interval)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         c = report.counts()
         print(f"llm-monitor: watch stopped: {c['events']} results posted: accepted "
               f"{c['accepted']}, duplicate {c['duplicate']}, conflict {c['conflict']}, "
