@@ -165,6 +165,7 @@ def _start(
     exclude: list[str],
     cluster_col: str | None,
     urls: list[str],
+    filter: str | None = None,
 ) -> None:
     import asyncio
 
@@ -191,7 +192,7 @@ def _start(
     where = Where(urls, report, benchmark)
     if replay:
         blocks = load_blocks(replay, benchmark=benchmark, model=model, metric=metric,
-                             exclude=exclude, cluster_col=cluster_col)
+                             exclude=exclude, cluster_col=cluster_col, filter=filter)
         if shuffle and seed is None:
             seed = int(np.random.SeedSequence().entropy % 2**32)  # type: ignore[operator]
         stream = ReplayStream(blocks, seed=seed if shuffle else None)
@@ -268,6 +269,8 @@ def register(app: typer.Typer) -> None:
         benchmark: Annotated[str | None, typer.Option(help="benchmark name of replayed files")] = None,
         model: Annotated[str | None, typer.Option(help="model name of replayed lm-eval samples")] = None,
         metric: Annotated[str | None, typer.Option(help="per-sample metric of lm-eval samples")] = None,
+        filter: Annotated[str | None, typer.Option(
+            "--filter", help="filter of lm-eval samples, e.g. flexible-extract (default: the first in the file)")] = None,
         exclude: Annotated[list[str] | None, typer.Option(help="table column to ignore (repeatable)")] = None,
         cluster_col: Annotated[str | None, typer.Option(help="table column holding the item cluster")] = None,
         alpha: AlphaOpt = None,
@@ -306,7 +309,7 @@ def register(app: typer.Typer) -> None:
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,
                exclude=list(exclude or []), cluster_col=cluster_col,
-               urls=["/v1/benchmarks", "/v1/changes?since=0", "/metrics"])
+               urls=["/v1/benchmarks", "/v1/changes?since=0", "/metrics"], filter=filter)
 
     @app.command("demo")
     def demo_cmd(

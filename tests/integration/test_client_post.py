@@ -233,3 +233,31 @@ def test_connection_refused_is_retried_until_the_monitor_is_up(tmp_path: Path) -
     with MonitorClient(f"http://127.0.0.1:{port}", retries=1, backoff=0.01) as client, \
             pytest.raises(ClientError, match="ConnectionRefusedError"):
         client.post(_events(2, model="a", p=0.5, seed=0))
+
+
+@pytest.mark.parametrize(("args", "mean"), [((), 1 / 3), (("--filter", "flexible-extract"), 2 / 3)])
+def test_replay_and_post_choose_the_lmeval_filter(tmp_path: Path, args: tuple[str, ...],
+                                                  mean: float) -> None:
+    gsm = next(FIXTURES.rglob("samples_gsm8k_*.jsonl"))  # strict 0,1,0; flexible 1,1,0
+    replayed = Server(tmp_path / "r.db", "--replay", str(gsm), *args).start()
+    posted = Server(tmp_path / "p.db").start()
+    try:
+        res = cli("post", str(gsm), "--url", f"http://127.0.0.1:{posted.port}", *args)
+        assert res.returncode == 0, res.stderr
+        for srv in (replayed, posted):
+            assert _wait_ranked(srv, "gsm8k"), "the results never reached the ranking"
+            _, ranking = srv.get_json("/v1/benchmarks/gsm8k/ranking")
+            assert [(m["n"], m["mean"]) for m in ranking["models"]] == [(3, pytest.approx(mean))]
+    finally:
+        replayed.stop()
+        posted.stop()
+
+
+def _wait_ranked(srv: Server, bench: str, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = srv.get_json(f"/v1/benchmarks/{bench}/ranking")
+        if status == 200 and body["models"]:
+            return True
+        time.sleep(0.1)
+    return False
