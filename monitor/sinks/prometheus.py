@@ -150,7 +150,8 @@ class MonitorCollector(Collector):
 
     Per-pair series cover the adjacent pairs of each ranking (``model_a`` ranked above
     ``model_b``) unless the monitor's ``per_pair_series`` is ``"all"`` or ``which`` says so,
-    at most ``pair_series_limit`` of them from the top of the ranking.
+    at most ``pair_series_limit`` of them from the top of the ranking; per-model series the
+    top ``pair_series_limit + 1`` models (a 4,500-model board exports 1,001: 4 gauges each).
     """
 
     def __init__(self, monitor: Monitor, *, which: str | None = None) -> None:
@@ -249,7 +250,8 @@ class MonitorCollector(Collector):
             low, high, tiers = table.rank_sets()
             rk_tiers.add_metric([bench], float(max(tiers, default=0)))
             rk_top.add_metric([bench], 1.0 if table.top_resolved() else 0.0)
-            for r, i in enumerate(table.order):
+            # The models of the exported pairs: the top pair_series_limit + 1 of the ranking.
+            for r, i in enumerate(table.order[:self.monitor.config.pair_series_limit + 1]):
                 rank_low.add_metric([bench, table.models[i]], float(low[r]))
                 rank_high.add_metric([bench, table.models[i]], float(high[r]))
                 model_mean.add_metric([bench, table.models[i]], float(table.means[i]))

@@ -114,6 +114,20 @@ def test_all_pairs_series_on_request() -> None:
     assert len(scrape(registry)["llm_monitor_pair_items"]) == 6
 
 
+def test_series_limit_caps_pairs_and_models_from_the_top() -> None:
+    # Six models ranked f > e > … > a; a limit of 2 pairs exports (f, e) and (e, d), and the
+    # per-model gauges of those three models only.
+    mon, _, registry = setup(CoreConfig(pair_series_limit=2))
+    mon.apply([ev(i, m, float(i % 6 <= j)) for i in range(60) for j, m in enumerate("abcdef")])
+    out = scrape(registry)
+    pairs = {(s[0]["model_a"], s[0]["model_b"]) for s in out["llm_monitor_pair_items"]}
+    assert pairs == {("f", "e"), ("e", "d")}
+    for name in ("llm_monitor_model_mean", "llm_monitor_model_rank",
+                 "llm_monitor_model_rank_low", "llm_monitor_model_rank_high"):
+        assert {s[0]["model"] for s in out[name]} == {"f", "e", "d"}, name
+    assert sorted(v for _, v in out["llm_monitor_model_rank"]) == [1.0, 2.0, 3.0]
+
+
 def test_fresh_registry_has_counters_at_zero_before_any_event() -> None:
     _, _, registry = setup()
     got = scrape(registry)
