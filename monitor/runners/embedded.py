@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor.contracts import jsonable
@@ -52,19 +54,62 @@ def _error(status: int, reason: str, detail: str) -> web.Response:
 
 
 def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in _PUBLIC_PATHS:
-            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, expected):
+            # The scheme is case-insensitive (RFC 7235): "Bearer", "bearer", "BEARER".
+            scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+            ok = scheme.lower() == "bearer" and hmac.compare_digest(
+                given.strip().encode("utf-8", "replace"), expected)
+            if not ok:
                 resp = _error(401, "unauthorized", "missing or wrong bearer token")
                 resp.headers["WWW-Authenticate"] = 'Bearer realm="llm-monitor"'
                 return resp
         return await handler(request)
 
     return auth
+
+
+#: Content types a write accepts; a request without one is taken as JSON too (scripts, curl
+#: -H). A browser may send any other cross-site without asking first (text/plain, a form).
+WRITE_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
+                         "application/ndjson", "application/jsonlines"})
+
+#: Content-Encodings the server decodes itself (any other is refused, not taken as JSON).
+_ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate", "br", "zstd"})
+
+
+def _host_name(value: str) -> str:
+    """The host of a Host header or an Origin (``[::1]:8000`` → ``::1``), lower case."""
+    value = value.strip().lower()
+    if "://" in value:
+        value = value.split("://", 1)[1].split("/", 1)[0]
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _browser_guard(settings: Settings) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Without a token, a page in a browser must not reach the monitor: the Host must name the
+    bound address (or a loopback name, or one of ``allowed_hosts``) — a rebound DNS name is
+    refused — and a request sent from another origin (its Origin header) is refused."""
+    names = {"localhost", "127.0.0.1", "::1", _host_name(settings.host),
+             *(_host_name(h) for h in settings.allowed_hosts)}
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        host = _host_name(request.headers.get("Host", ""))
+        if host not in names:
+            return _error(421, "wrong-host", f"Host {host!r} is not a name of this server; "
+                          "add it to allowed_hosts, or set a token")
+        origin = request.headers.get("Origin")
+        if origin is not None and _host_name(origin) not in names:
+            return _error(403, "cross-origin", f"requests from {origin[:100]!r} are refused")
+        return await handler(request)
+
+    return guard
 
 
 async def _read_limited(request: web.Request, limit: int, *, idle: float,
@@ -119,6 +164,8 @@ def build_app(service: EmbeddedService) -> web.Application:
     middlewares = []
     if settings.token is not None:
         middlewares.append(_auth_middleware(settings.token.get_secret_value()))
+    else:
+        middlewares.append(_browser_guard(settings))
     # The body is read by _read_limited; client_max_size is only a second fence.
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes + 1)
     limit = settings.max_body_bytes
@@ -142,6 +189,21 @@ def build_app(service: EmbeddedService) -> web.Application:
         return await asyncio.to_thread(service.locked, fn, *args, **kwargs)
 
     async def post_results(request: web.Request) -> web.StreamResponse:
+        ctype = request.content_type if "Content-Type" in request.headers else ""
+        if ctype and ctype not in WRITE_TYPES:
+            await off_loop(service.reject_body, "invalid-json", f"Content-Type {ctype!r}")
+            resp = _error(415, "unsupported-media-type", f"Content-Type {ctype!r}: send "
+                          f"{' or '.join(sorted(WRITE_TYPES)[:2])} (curl: -H 'Content-Type: "
+                          "application/json')")
+            resp.force_close()
+            return resp
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in _ENCODINGS:
+            await off_loop(service.reject_body, "invalid-json", f"Content-Encoding {encoding!r}")
+            resp = _error(415, "unsupported-encoding", f"Content-Encoding {encoding[:50]!r}: "
+                          "send gzip, deflate or none")
+            resp.force_close()
+            return resp
         try:
             await asyncio.wait_for(uploads.acquire(), settings.body_timeout)
         except TimeoutError:
@@ -159,6 +221,13 @@ def build_app(service: EmbeddedService) -> web.Application:
         try:
             body = await _read_limited(request, limit, idle=settings.idle_timeout,
                                        total=settings.body_timeout)
+        except (HttpProcessingError, RequestPayloadError) as exc:  # e.g. not gzip as it says
+            why = " ".join(str(exc).split())[:200]
+            await off_loop(service.reject_body, "invalid-json", f"the body cannot be decoded: {why}")
+            resp = _error(400, "bad-encoding", f"the body cannot be decoded ({why}; "
+                          f"Content-Encoding {request.headers.get('Content-Encoding', '')!r})")
+            resp.force_close()
+            return resp
         except TimeoutError:
             service.count_refused("body_timeout")
             resp = _error(408, "timeout", f"the request body stalled for {settings.idle_timeout:g} s "

@@ -209,6 +209,9 @@ class Settings(BaseSettings):
     body_timeout: float = Field(default=60.0, gt=0.0)
     max_connections: int = Field(default=1000, ge=1)
     max_concurrent_bodies: int = Field(default=8, ge=1)
+    # Without a token, requests must name this server in their Host header: the bound address,
+    # a loopback name, or one of these (comma-separated in the environment).
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
 
     # -- distributed worker (llm-monitor worker) -------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"
@@ -241,9 +244,10 @@ class Settings(BaseSettings):
     @field_validator("token", mode="after")
     @classmethod
     def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        # Surrounding whitespace is trimmed, from the environment and the file alike.
         if value is not None and not value.get_secret_value().strip():
             raise ValueError("the token must not be empty")
-        return value
+        return None if value is None else SecretStr(value.get_secret_value().strip())
 
     @field_validator("correction", mode="after")
     @classmethod
@@ -252,7 +256,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(METHODS)}")
         return value
 
-    @field_validator("exclude_flags", mode="before")
+    @field_validator("exclude_flags", "allowed_hosts", mode="before")
     @classmethod
     def _flags(cls, value: Any) -> Any:
         if isinstance(value, str):
