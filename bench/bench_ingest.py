@@ -1,25 +1,32 @@
-"""Embedded ingest: a real ``llm-monitor run`` process fed over loopback HTTP, SQLite on.
+r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monitor run`` process.
 
-1. Sustained ingest: the real MMLU-Pro table, 20 models, shuffled, posted as JSON arrays of
-   ``BATCH`` results over one keep-alive connection; the server process is pinned to one core
-   (the client to the other). Every acknowledged batch is committed to SQLite (WAL,
-   synchronous=FULL) before the reply.
-   Peer, in the same run: the naive per-event embedded path, in-process (no HTTP) — validate
+1. Stages (the default): the same NDJSON lines — ``LINES`` MMLU-Pro results of 20 models,
+   shuffled — through each stage of ingest on its own, beside a plain ``json.loads`` loop over
+   the same lines in the same run (the reference every ratio is taken against):
+   decode (parse each line to a dict), validate (the parsed dicts checked as ``ItemResult``\ s
+   by the contract's pydantic models), decode + validate as the ingest decoder does it
+   (:func:`monitor.contracts.decode_events` on NDJSON bodies of ``BATCH`` lines), fold
+   (:meth:`monitor.core.Monitor.apply` of each batch), persist (the SQLite store's commit of
+   each batch's accepted results, WAL, ``synchronous=FULL``), the embedded monitor end to end
+   (a real ``llm-monitor run`` process pinned to one core, fed the NDJSON bodies over one
+   loopback keep-alive connection; every ``202`` means committed), and the distributed
+   worker (``bench.bench_worker``'s kafka-python worker on a local Tansu broker, the same
+   lines as record values). In-process stages run on the other core.
+2. ``--peer``: ours against the naive per-event embedded path, in-process (no HTTP) — validate
    each event on its own, INSERT it, pair it with every model that already has the item and
-   update each pair's ``PairState`` (monitor.stats.running), one commit per batch. The peer
-   takes minutes on the whole stream, so ours and the peer are compared on the results of the
-   first ``PEER_ITEMS`` items (same order; the number of partners a result meets on arrival
-   has the same distribution as in the whole stream). Also shown for scale: a plain
-   ``sqlite3`` executemany of the same rows (storage alone).
-2. Latency at 10,000 results/s: batches of 500 every 50 ms to a fresh server, while a second
-   connection scrapes ``/metrics`` back to back; for each batch, the time from the start of
-   its POST until a scrape shows it counted; p50/p99/max.
+   update each pair's ``PairState`` (monitor.stats.running), one commit per batch — on the
+   results of the first ``PEER_ITEMS`` items; and a plain ``sqlite3`` executemany.
+3. ``--latency``: batches of 500 every 50 ms (10,000 results/s) to a fresh server, while a
+   second connection scrapes ``/metrics`` back to back; for each batch, the time from the
+   start of its POST until a scrape shows it counted; p50/p99/max.
 
-Run: ``.venv/bin/python -m bench.bench_ingest``.
+Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--peer] [--latency]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
 import http.client
 import json
 import os
@@ -30,13 +37,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 MODELS = 20
 BATCH = 10_000
+LINES = 200_000
 PEER_ITEMS = 3000
 PEER_LABEL = f" [first {PEER_ITEMS} items]"
 LAT_RATE = 10_000
@@ -83,9 +93,8 @@ class Server:
             time.sleep(0.05)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
 
-    def post(self, body: bytes) -> dict:
-        self.conn.request("POST", "/v1/results", body=body,
-                          headers={"Content-Type": "application/json"})
+    def post(self, body: bytes, ctype: str = "application/json") -> dict:
+        self.conn.request("POST", "/v1/results", body=body, headers={"Content-Type": ctype})
         resp = self.conn.getresponse()
         data = resp.read()
         if resp.status != 202:
@@ -226,25 +235,160 @@ def latency(events: list[dict], tmp: Path) -> np.ndarray:
     return out
 
 
+def _rate(fn: Any, n: int) -> float:
+    """Lines per second of ``fn()`` over ``n`` lines (one timed call; the collector off)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        fn()
+        return n / (time.perf_counter() - t0)
+    finally:
+        gc.enable()
+
+
+def stages(events: list[dict], tmp: Path, *, kafka: bool) -> None:
+    """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run)."""
+    import orjson
+
+    from monitor.contracts import ItemResult, decode_events
+    from monitor.core import CoreConfig, Monitor
+    from monitor.runners.store import SqliteStore
+
+    lines = [json.dumps(e, separators=(",", ":")).encode() for e in events[:LINES]]
+    n = len(lines)
+    batches = [lines[lo:lo + BATCH] for lo in range(0, n, BATCH)]
+    bodies = [b"\n".join(b) + b"\n" for b in batches]
+    adapter: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
+    rows: list[tuple[str, float]] = []
+
+    def row(label: str, rate: float) -> None:
+        rows.append((label, rate))
+
+    def json_loop() -> None:
+        loads = json.loads
+        for ln in lines:
+            loads(ln)
+
+    row("plain json.loads per line (reference)", _rate(json_loop, n))
+
+    def orjson_loop() -> None:
+        loads = orjson.loads
+        for ln in lines:
+            loads(ln)
+
+    row("decode: orjson.loads per line", _rate(orjson_loop, n))
+    parsed = [[orjson.loads(ln) for ln in b] for b in batches]
+    row("validate: TypeAdapter(list[ItemResult]).validate_python per batch",
+        _rate(lambda: [adapter.validate_python(p) for p in parsed], n))
+    decoded: list[list[ItemResult]] = []
+
+    def decode_all() -> None:
+        decoded.clear()
+        for body in bodies:
+            d = decode_events(body, source="http", keep=100)
+            assert len(d.valid) == len(body.splitlines()), d.invalid[:1]
+            decoded.append([ev for _, ev in d.valid])
+
+    row(f"decode+validate: decode_events of NDJSON bodies of {BATCH:,} lines",
+        _rate(decode_all, n))
+    mon = Monitor(CoreConfig())
+
+    def fold() -> None:
+        for batch in decoded:
+            mon.apply(batch, sources=[f"http[{i}]" for i in range(len(batch))], evaluate=False)
+
+    row("fold: Monitor.apply per batch (verdicts not evaluated)", _rate(fold, n))
+    t0 = time.perf_counter()
+    mon.evaluate()
+    print(f"(one Monitor.evaluate after the fold: {time.perf_counter() - t0:.3f} s)")
+    store = SqliteStore(tmp / "stage-store.db")
+
+    def persist() -> None:
+        for batch in decoded:
+            store.commit(results=batch, counts={"accepted": len(batch)})
+
+    row("persist: SqliteStore.commit per batch (WAL, synchronous=FULL)", _rate(persist, n))
+    store.close()
+    srv = Server(tmp / "stage-http.db", cpu=0)
+    try:
+        accepted = 0
+
+        def http() -> None:
+            nonlocal accepted
+            for body in bodies:
+                accepted += srv.post(body, "application/x-ndjson")["accepted"]
+
+        row(f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
+            _rate(http, n))
+        assert accepted == n, accepted
+    finally:
+        srv.stop()
+    if kafka:
+        row("Kafka worker (kafka-python engine), Tansu, 3 partitions", _kafka(lines, tmp))
+    ref = rows[0][1]
+    width = max(len(label) for label, _ in rows)
+    print(f"{'stage':<{width}}  {'lines/s':>10}  ratio to json.loads")
+    for label, rate in rows:
+        print(f"{label:<{width}}  {rate:10,.0f}  {rate / ref:5.2f}x")
+
+
+def _kafka(lines: list[bytes], tmp: Path) -> float:
+    import pytest  # the broker harness fails loudly through pytest.fail
+
+    from bench.bench_worker import _fill, _ours
+    from tests.integration.kafka_harness import Broker
+
+    broker = Broker(tmp / "tansu.log")
+    try:
+        broker.start()
+    except pytest.fail.Exception as exc:
+        raise SystemExit(str(exc)) from None
+    try:
+        _fill(broker.bootstrap, [(b"mmlu_pro", ln) for ln in lines])
+        rate, counters = _ours(broker.bootstrap, len(lines))
+    finally:
+        broker.stop()
+    assert counters["accepted"] == len(lines), counters
+    return rate
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-kafka", action="store_true", help="leave the Kafka worker out")
+    parser.add_argument("--peer", action="store_true", help="ours against the naive peer")
+    parser.add_argument("--latency", action="store_true", help="result → /metrics latency")
+    args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})  # the client stays off the server's core
     events = load_events(seed=3)
-    print(f"stream: {len(events)} MMLU-Pro results, {MODELS} models, shuffled")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"{min(LINES, len(events)):,} of {len(events):,} MMLU-Pro results, {MODELS} models, "
+          "shuffled")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         tmp = Path(d)
-        sustained(events, tmp)
-        plain_sqlite(events, tmp)
-        # The peer is slow: both run on the results of the first PEER_ITEMS items (all 20
-        # models each, same shuffled order), which keeps the mix of partners per arriving
-        # result the same as in the whole stream.
-        items = sorted({e["item_id"] for e in events}, key=int)[:PEER_ITEMS]
-        keep = set(items)
-        subset = [e for e in events if e["item_id"] in keep]
-        ours = sustained(subset, tmp, label=PEER_LABEL)
-        peer = naive_peer(subset, tmp)
-        print(f"ratio ours/peer throughput on the same {len(subset)} results: {ours / peer:.1f}x")
-        latency(load_events(seed=4), tmp)
+        if not (args.peer or args.latency):
+            stages(events, tmp, kafka=not args.no_kafka)
+            print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            return
+        if args.peer:
+            peer_section(events, tmp)
+        if args.latency:
+            latency(load_events(seed=4), tmp)
+
+
+def peer_section(events: list[dict], tmp: Path) -> None:
+    sustained(events, tmp)
+    plain_sqlite(events, tmp)
+    # The peer is slow: both run on the results of the first PEER_ITEMS items (all 20
+    # models each, same shuffled order), which keeps the mix of partners per arriving
+    # result the same as in the whole stream.
+    items = sorted({e["item_id"] for e in events}, key=int)[:PEER_ITEMS]
+    keep = set(items)
+    subset = [e for e in events if e["item_id"] in keep]
+    ours = sustained(subset, tmp, label=PEER_LABEL)
+    peer = naive_peer(subset, tmp)
+    print(f"ratio ours/peer throughput on the same {len(subset)} results: {ours / peer:.1f}x")
 
 
 if __name__ == "__main__":
