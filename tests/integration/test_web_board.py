@@ -58,6 +58,8 @@ def _events(shared_data: Path) -> list[list[dict[str, Any]]]:
 def _http(base: str, path: str, token: str | None, body: Any = None) -> tuple[int, bytes]:
     req = urllib.request.Request(base + path, method="GET" if body is None else "POST",
                                  data=None if body is None else json.dumps(body).encode())
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
     if token is not None:
         req.add_header("Authorization", f"Bearer {token}")
     try:
