@@ -92,7 +92,7 @@ def model_intervals(report: ResolutionReport, table: ScoreTable) -> dict[str, tu
     the covariance of the means the rank sets use (:func:`monitor.stats.ranks.means_covariance`:
     cluster-robust with clusters, stratified with strata, else iid; on the items every model
     has). Empty when no item has every model's score."""
-    from scipy.stats import norm
+    from scipy.special import ndtri
 
     kind = "iid" if table.groups is None else (table.group_kind or "cluster")
     try:
@@ -100,7 +100,7 @@ def model_intervals(report: ResolutionReport, table: ScoreTable) -> dict[str, tu
     except ValueError:
         return {}
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    z = float(norm.ppf(1.0 - report.alpha / 2.0))
+    z = float(ndtri(1.0 - report.alpha / 2.0))  # the normal quantile, as monitor.stats.power
     index = {m: j for j, m in enumerate(table.models)}
     return {e.model: (e.mean - z * float(se[index[e.model]]),
                       e.mean + z * float(se[index[e.model]])) for e in report.ranking}
