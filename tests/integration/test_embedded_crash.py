@@ -131,6 +131,10 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
                 if killer is not None:
                     killer.join()
                     killer = None
+                    # SIGKILL is delivered asynchronously: wait until the process is gone, or
+                    # a kill landing just after a fast reply would be taken for no kill.
+                    assert pid_proc is not None
+                    pid_proc.wait(10)
                 if not srv.alive():
                     kills += 1
                     srv.kill()
@@ -221,3 +225,100 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
         else:
             assert p["verdict"] == "unresolved", key
     assert sum(w["resolved_anytime"] for w in want_pairs.values()) >= 1
+
+
+@pytest.mark.slow
+def test_sigkill_under_four_concurrent_clients(shared_data: Path, tmp_path: Path) -> None:
+    """Four clients send disjoint shares of the results at once, each resending a batch until
+    it is acknowledged, while the server is SIGKILLed and restarted: every result is stored
+    exactly once and each reply accounts for its batch."""
+    rng = np.random.default_rng(7)
+    events, _ = _real_events(shared_data, rng)
+    clients = 4
+    shares = [events[k::clients] for k in range(clients)]
+    srv = Server(tmp_path / "conc.db").start()
+    lock = threading.Lock()  # srv.port changes on each restart
+    acked = [0] * clients
+    dupes = [0] * clients
+    errors: list[str] = []
+
+    def client(k: int) -> None:
+        share = shares[k]
+        sizes = np.random.default_rng(k).integers(200, 900, size=200)
+        cuts = [0, *np.cumsum(sizes).tolist()]
+        for lo, hi in itertools.pairwise(cuts):
+            batch = share[lo:min(hi, len(share))]
+            if not batch:
+                break
+            body = json.dumps(batch).encode()
+            while True:
+                with lock:
+                    port = srv.port
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                try:
+                    conn.request("POST", "/v1/results", body,
+                                 {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    reply = json.loads(resp.read())
+                except (OSError, http.client.HTTPException, ValueError):
+                    time.sleep(0.05)  # killed or restarting: send the same batch again
+                    continue
+                finally:
+                    conn.close()
+                if resp.status != 202:
+                    errors.append(f"client {k}: {resp.status} {reply}")
+                    return
+                got = (reply["accepted"] + reply["duplicate"], reply["invalid"] + reply["conflict"])
+                if got != (len(batch), 0) or reply["events"] != len(batch):
+                    errors.append(f"client {k}: {len(batch)} sent, reply {reply}")
+                acked[k] += reply["accepted"]
+                dupes[k] += reply["duplicate"]
+                break
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    kills = 0
+    t0 = time.perf_counter()
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads) and kills < 6:
+            time.sleep(float(rng.uniform(0.05, 0.5)))
+            if not any(t.is_alive() for t in threads):
+                break
+            proc = srv.proc
+            assert proc is not None
+            proc.kill()
+            proc.wait(10)
+            kills += 1
+            with lock:
+                srv.start()  # same database; the state is rebuilt from it
+        for t in threads:
+            t.join(300)
+        took = time.perf_counter() - t0
+        figures = (f"{len(events)} results from {clients} clients in {took:.1f} s, {kills} "
+                   f"SIGKILLs, {sum(dupes)} found already stored on resend")
+        print(f"\nconcurrent crash test: {figures}")
+        assert not errors, errors[:3]
+        assert kills >= 4, figures
+        assert sum(acked) + sum(dupes) == len(events) and sum(acked) <= len(events), figures
+        text = srv.metrics()
+        assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == len(events)
+        with sqlite3.connect(srv.db) as con:
+            stored = [ev for (blob,) in con.execute("SELECT events FROM results ORDER BY seq")
+                      for ev in json.loads(blob)]
+        keys = [(ev["item_id"], ev["model"]) for ev in stored]
+        assert len(keys) == len(set(keys)) == len(events), figures  # each once, none lost
+        assert set(keys) == {(ev["item_id"], ev["model"]) for ev in events}
+        status, ranking = srv.get_json("/v1/benchmarks/mmlu_pro/ranking")
+        assert status == 200
+    finally:
+        srv.kill()
+    # Order-free figures equal those of the events themselves.
+    sums: dict[str, list[float]] = {}
+    for ev in events:
+        s = sums.setdefault(ev["model"], [0.0, 0.0])
+        s[0] += ev["score"]
+        s[1] += 1
+    for m in ranking["models"]:
+        assert m["n"] == sums[m["model"]][1]
+        assert m["mean"] == pytest.approx(sums[m["model"]][0] / sums[m["model"]][1], rel=1e-12)
