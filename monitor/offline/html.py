@@ -125,9 +125,11 @@ def pair_item_order(table: ScoreTable, a: int, b: int, *, order: str, seed: int 
     return np.asarray(rows[np.argsort(key, kind="stable")], dtype=np.int64)
 
 
-def e_value_path(report: ResolutionReport, table: ScoreTable, k: int) -> FloatArray:
-    """log E_n of pair ``k`` after each of its paired items, in the replay's order: the
-    e-process of :func:`monitor.stats.sequential.log_e_paths` on the running (n, S, V).
+def e_value_path(report: ResolutionReport, table: ScoreTable, k: int,
+                 at: NDArray[np.int64] | None = None) -> FloatArray:
+    """log E_n of pair ``k`` after each of its paired items (or only after the 0-based items
+    ``at``), in the replay's order: the e-process of
+    :func:`monitor.stats.sequential.log_e_paths` on the running (n, S, V).
 
     One segment: exact for pairs of 0/1 scores and for pairs of bounded scores throughout
     (a McNemar pair that later meets another score switches construction, which the
@@ -140,8 +142,10 @@ def e_value_path(report: ResolutionReport, table: ScoreTable, k: int) -> FloatAr
     d = table.scores[rows, a] - table.scores[rows, b]
     n = np.arange(1, d.size + 1, dtype=np.float64)
     s, v = np.cumsum(d), np.cumsum(d * d)
-    kind = np.full(d.size, MCNEMAR if bool(res.binary[k]) else BOUNDED)
-    zero = np.zeros(d.size)
+    if at is not None:
+        n, s, v = n[at], s[at], v[at]
+    kind = np.full(n.size, MCNEMAR if bool(res.binary[k]) else BOUNDED)
+    zero = np.zeros(n.size)
     return log_e_paths(kind, n, s, v, start_n=zero, start_s=zero, start_v=zero,
                        start_log_plus=zero, start_log_minus=zero)
 
@@ -165,6 +169,14 @@ def _svg(fig: Figure, name: str) -> str:
     import matplotlib as mpl
 
     buf = io.StringIO()
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for ax in fig.axes:  # minor ticks of log axes: dozens of ticks to lay out, no information
+        ax.minorticks_off()
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":  # 1e+04 as text, not a mathtext power to typeset
+                axis.set_major_formatter(plain)
     with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         fig.savefig(buf, format="svg", metadata={"Creator": None, "Date": None,
                                                    "Format": None, "Type": None})
@@ -273,12 +285,15 @@ def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_P
     ax = fig.add_subplot()
     height = 0.8
     for lane, p in enumerate(pairs):
-        path = e_value_path(report, table, p.k)
+        size = int(p.data["n"])
         thr = math.log(float(p.data["e_threshold"]))
         at = p.data["first_resolved_at"]
         idx = np.unique(np.concatenate([
-            np.linspace(0, path.size - 1, min(_PATH_POINTS, path.size)).astype(np.int64),
+            np.linspace(0, size - 1, min(_PATH_POINTS, size)).astype(np.int64),
             [] if at is None else [int(at) - 1]]).astype(np.int64))
+        # The path at the points drawn only (the last item is one of them).
+        path = np.full(size, np.nan)
+        path[idx] = e_value_path(report, table, p.k, at=idx)
         base = len(pairs) - 1 - lane
         scaled = np.clip(path[idx] / thr, -0.15, 1.15)
         ax.plot(idx + 1, base + height * scaled, color="black", linewidth=0.8)
