@@ -305,10 +305,11 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool) -> None:
     store = SqliteStore(tmp / "stage-store.db")
 
     def persist() -> None:
-        for batch in decoded:
-            store.commit(results=batch, counts={"accepted": len(batch)})
+        for batch, raw in zip(decoded, batches, strict=True):
+            store.commit(results=batch, counts={"accepted": len(batch)}, raw=raw)
 
-    row("persist: SqliteStore.commit per batch (WAL, synchronous=FULL)", _rate(persist, n))
+    row("persist: SqliteStore.commit per batch (lines as received; WAL, FULL)",
+        _rate(persist, n))
     store.close()
     srv = Server(tmp / "stage-http.db", cpu=0)
     try:

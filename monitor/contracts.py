@@ -202,6 +202,10 @@ class Decoded:
     reasons: dict[str, int] = field(default_factory=dict)
     body_error: str | None = None
     keep: int | None = None
+    #: The lines of an NDJSON body by event index, when every valid event was validated from
+    #: its line's JSON text as is (None otherwise, and for an object or an array): such a
+    #: line can be stored as it came and reads back as the same event.
+    lines: list[bytes] | None = None
 
     @property
     def full(self) -> bool:
@@ -521,12 +525,15 @@ _BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n)")
 def _decode_ndjson(body: bytes, source: str, out: Decoded) -> None:
     lines = _BLANK_LINE.sub(b"", body).split(b"\n")  # body is stripped: no blank first/last
     out.events = len(lines)
+    out.lines = lines
     for lo in range(0, len(lines), SLICE):
         _decode_lines(lines[lo:lo + SLICE], lo, source, out)
 
 
 def _decode_lines(lines: list[bytes], offset: int, source: str, out: Decoded) -> None:
-    joined = b"[" + b",".join(lines) + b"]"
+    # Joined with a newline: JSON forbids a raw newline inside a string, so no string (and,
+    # as no field takes an object, no event) can run from one line into the next.
+    joined = b"[" + b",\n".join(lines) + b"]"
     if all(ln.lstrip()[:1] == b"{" for ln in lines):
         try:
             # Fast path: every line valid. The count check guards against a line such as
@@ -538,6 +545,7 @@ def _decode_lines(lines: list[bytes], offset: int, source: str, out: Decoded) ->
             if len(events) == len(lines):
                 out.valid.extend(enumerate(events, start=offset))
                 return
+    out.lines = None  # validated from parsed values below, not from the JSON text itself
     try:
         # Every line is JSON (some are not valid events): parsed at once, checked one by one.
         objs = _loads(joined)

@@ -321,7 +321,8 @@ class EmbeddedService:
         with self.host.lock:
             self.check_caps([ev for _, ev in decoded.valid])
             report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0,
-                                 unkept={r: n for r, n in unkept.items() if n})
+                                 unkept={r: n for r, n in unkept.items() if n},
+                                 lines=decoded.lines)
         report.events, report.body_error = decoded.events, decoded.body_error
         return report
 
@@ -333,11 +334,14 @@ class EmbeddedService:
         source: str,
         t0: float | None = None,
         unkept: dict[str, int] | None = None,
+        lines: Sequence[bytes] | None = None,
     ) -> IngestReport:
         """Step the host with ``valid``, persist, and only then report (durable on return).
 
         ``unkept`` counts, by reason, invalid events of the request beyond ``invalid`` (whose
         dead letters were not built): they are counted like the others, not stored.
+        ``lines`` (:attr:`monitor.contracts.Decoded.lines`, by the indices of ``valid``): the
+        JSON text of each event, stored as it came.
         """
         t0 = time.perf_counter() if t0 is None else t0
         letters = [self.host.on_invalid(d.reason, d.detail, d.payload, source=d.source,
@@ -351,6 +355,7 @@ class EmbeddedService:
         index = [i for i, _ in valid]
         changes: list[Change] = []
         accepted: list[ItemResult] = []
+        raw: list[bytes] | None = None
         self.host.lock.acquire()
         try:
             if events:
@@ -358,6 +363,9 @@ class EmbeddedService:
                                          index=index)
                 accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
                             if o == "accepted"]
+                if lines is not None:
+                    raw = [lines[i] for i, o in zip(index, result.outcomes, strict=True)
+                           if o == "accepted"]
                 report.accepted = len(accepted)
                 report.duplicate = result.count("duplicate")
                 report.conflict = len(result.dead_letters)
@@ -368,8 +376,8 @@ class EmbeddedService:
             stored = self._bounded(letters, reasons.total(), source)
             changes = self.host.evaluate_if_due()
             report.change_ids = self.store.commit(
-                results=accepted, changes=changes, dead_letters=stored, counts=report.counts()
-            )
+                results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
+                raw=raw)
             self._unsnapshotted.update(ev.benchmark for ev in accepted)
         except Exception:
             # The state may already hold this batch but the database does not: start over

@@ -5,7 +5,8 @@ One transaction per ingested batch holds the accepted results, the change events
 the dead letters and the outcome counters, so the database is always a prefix of the
 acknowledged history and the in-memory state can be rebuilt from it on start. The accepted
 results of a batch are one row (a JSON array in commit order): one insert per batch instead of
-one per result keeps SQLite off the ingest critical path.
+one per result keeps SQLite off the ingest critical path, and NDJSON lines are stored as they
+came (no serialisation per result).
 
 A snapshot row holds one benchmark's monitor state as of a results row (its watermark): a
 restart loads it and replays only the rows after the watermark. Snapshots are written in their
@@ -69,8 +70,13 @@ _EVENTS: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 _DUMP_SLICE = 5000
 
 
-def _events_json(results: Sequence[ItemResult]) -> bytes:
-    """The accepted events of one batch as one JSON array (defaults left out)."""
+def _events_json(results: Sequence[ItemResult], raw: Sequence[bytes] | None = None) -> bytes:
+    """The accepted events of one batch as one JSON array: their JSON texts as received
+    (``raw``, one per result) joined, else each serialised (defaults left out)."""
+    if raw is not None:
+        if len(raw) != len(results):
+            raise ValueError(f"{len(raw)} JSON texts for {len(results)} results")
+        return b"[" + b",".join(raw) + b"]"
     if len(results) <= _DUMP_SLICE:
         return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
     parts = [_EVENTS.dump_json(list(results[lo:lo + _DUMP_SLICE]), exclude_defaults=True)[1:-1]
@@ -129,10 +135,13 @@ class SqliteStore:
         changes: Sequence[Any] = (),
         dead_letters: Sequence[DeadLetter] = (),
         counts: Mapping[str, int] | None = None,
+        raw: Sequence[bytes] | None = None,
     ) -> list[int]:
         """Write one batch atomically; return the ids given to ``changes`` (increasing).
 
-        When this returns, the batch is durable (committed to the WAL).
+        ``raw``: the JSON text each of ``results`` was validated from (an NDJSON line, see
+        :attr:`monitor.contracts.Decoded.lines`), stored as it came instead of serialising
+        the events again. When this returns, the batch is durable (committed to the WAL).
         """
         db = self._db
         ids: list[int] = []
@@ -140,7 +149,7 @@ class SqliteStore:
         try:
             if results:
                 db.execute("INSERT INTO results (n, events) VALUES (?, ?)",
-                           (len(results), _events_json(results)))
+                           (len(results), _events_json(results, raw)))
             for change in changes:
                 body = change.model_dump_json(exclude={"change_id"})
                 cur = db.execute(
