@@ -179,9 +179,12 @@ def _split_url(url: str) -> urllib.parse.SplitResult:
 
 
 class _Base:
-    def __init__(self, url: str, *, token: str | None, batch_size: int, max_bytes: int,
-                 retries: int, backoff: float, max_backoff: float, timeout: float,
-                 rng: random.Random | None) -> None:
+    """The options and reply handling both clients share (parameters: see MonitorClient)."""
+
+    def __init__(self, url: str, *, token: str | None = None, batch_size: int = 2000,
+                 max_bytes: int = 4_000_000, retries: int = 5, backoff: float = 0.5,
+                 max_backoff: float = 10.0, timeout: float = 60.0,
+                 rng: random.Random | None = None) -> None:
         _check_options(batch_size, retries, backoff, timeout)
         self.url = url.rstrip("/")
         self._parts = _split_url(url)
@@ -240,14 +243,7 @@ class MonitorClient(_Base):
         Seconds to wait for a reply.
     """
 
-    def __init__(self, url: str, *, token: str | None = None, batch_size: int = 2000,
-                 max_bytes: int = 4_000_000, retries: int = 5, backoff: float = 0.5,
-                 max_backoff: float = 10.0, timeout: float = 60.0,
-                 rng: random.Random | None = None) -> None:
-        super().__init__(url, token=token, batch_size=batch_size, max_bytes=max_bytes,
-                         retries=retries, backoff=backoff, max_backoff=max_backoff,
-                         timeout=timeout, rng=rng)
-        self._conn: http.client.HTTPConnection | None = None
+    _conn: http.client.HTTPConnection | None = None
 
     def __enter__(self) -> MonitorClient:
         return self
@@ -322,14 +318,7 @@ class MonitorClient(_Base):
 class AsyncMonitorClient(_Base):
     """The same as :class:`MonitorClient` on aiohttp, for code that runs an event loop."""
 
-    def __init__(self, url: str, *, token: str | None = None, batch_size: int = 2000,
-                 max_bytes: int = 4_000_000, retries: int = 5, backoff: float = 0.5,
-                 max_backoff: float = 10.0, timeout: float = 60.0,
-                 rng: random.Random | None = None) -> None:
-        super().__init__(url, token=token, batch_size=batch_size, max_bytes=max_bytes,
-                         retries=retries, backoff=backoff, max_backoff=max_backoff,
-                         timeout=timeout, rng=rng)
-        self._session: Any = None
+    _session: Any = None
 
     async def __aenter__(self) -> AsyncMonitorClient:
         return self

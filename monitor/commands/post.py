@@ -90,12 +90,18 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
                    f"{path}: item {ev.item_id}, model {ev.model}")
 
 
-def render_report(report: PostReport, files: list[str], console: Console) -> None:
+def outcomes(report: PostReport) -> str:
+    """``accepted A, duplicate D, conflict C, invalid I``: the monitor's account in one line."""
     c = report.counts()
-    console.print(f"posted {c['events']} results from {len(files)} file(s) in {report.batches} "
-                  f"request(s){f', {report.retries} sent again' if report.retries else ''}: "
-                  f"accepted {c['accepted']}, duplicate {c['duplicate']}, "
-                  f"conflict {c['conflict']}, invalid {c['invalid']}", soft_wrap=True)
+    return (f"accepted {c['accepted']}, duplicate {c['duplicate']}, conflict {c['conflict']}, "
+            f"invalid {c['invalid']}")
+
+
+def render_report(report: PostReport, files: list[str], console: Console) -> None:
+    console.print(f"posted {report.events} results from {len(files)} file(s) in "
+                  f"{report.batches} request(s)"
+                  f"{f', {report.retries} sent again' if report.retries else ''}: "
+                  f"{outcomes(report)}", soft_wrap=True)
     for r in report.rejected[:50]:
         console.print(f"  rejected {r.source or f'line {r.index}'}: {r.reason}: {r.detail}",
                       markup=False, highlight=False, soft_wrap=True)

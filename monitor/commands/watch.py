@@ -21,6 +21,7 @@ from monitor.commands.post import (
     ScorerOpt,
     TokenFileOpt,
     UrlOpt,
+    outcomes,
     read_token,
 )
 from monitor.errors import ConfigError, InputError
@@ -190,9 +191,7 @@ def scan_once(root: Path, state: WatchState, client: MonitorClient, opts: Option
 
 
 def _print_part(part: PostReport, path: Path) -> None:
-    c = part.counts()
-    print(f"llm-monitor: watch: {path}: {c['events']} results: accepted {c['accepted']}, "
-          f"duplicate {c['duplicate']}, conflict {c['conflict']}, invalid {c['invalid']}",
+    print(f"llm-monitor: watch: {path}: {part.events} results: {outcomes(part)}",
           file=sys.stderr, flush=True)
     for r in part.rejected[:20]:
         print(f"  rejected {r.source}: {r.reason}: {r.detail}", file=sys.stderr, flush=True)
@@ -243,7 +242,5 @@ def register(app: typer.Typer) -> None:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        c = report.counts()
-        print(f"llm-monitor: watch stopped: {c['events']} results posted: accepted "
-              f"{c['accepted']}, duplicate {c['duplicate']}, conflict {c['conflict']}, "
-              f"invalid {c['invalid']}", file=sys.stderr, flush=True)
+        print(f"llm-monitor: watch stopped: {report.events} results posted: "
+              f"{outcomes(report)}", file=sys.stderr, flush=True)

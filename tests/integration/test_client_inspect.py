@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,13 @@ def inspect_logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     return out, json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def _same_as_inspect(live: dict[str, Any], metrics: dict[str, dict[str, float]]) -> None:
+    """The live ranking has inspect_ai's accuracy as each model's mean, over all 12 items."""
+    assert {m["model"]: m["mean"] for m in live["models"]} == pytest.approx(
+        {k: v["accuracy"] for k, v in metrics.items()}, abs=1e-12)
+    assert {m["model"]: m["n"] for m in live["models"]} == dict.fromkeys(metrics, 12)
+
+
 def test_reader_gives_inspects_own_accuracy(
         inspect_logs: tuple[Path, dict[str, dict[str, float]]]) -> None:
     from monitor.io.inspect import is_inspect_log, read_inspect_log
@@ -101,9 +109,7 @@ def test_report_and_a_live_monitor_show_the_same_means(
     finally:
         srv.stop()
     assert status == 200
-    assert {m["model"]: m["mean"] for m in live["models"]} == pytest.approx(
-        {k: v["accuracy"] for k, v in metrics.items()}, abs=1e-12)
-    assert {m["model"]: m["n"] for m in live["models"]} == {k: 12 for k in metrics}
+    _same_as_inspect(live, metrics)
 
 
 def test_a_scorer_that_is_not_there_is_named(
@@ -140,5 +146,4 @@ def test_watch_posts_new_inspect_samples_once(
     finally:
         srv.stop()
     assert status == 200
-    assert {m["model"]: m["mean"] for m in live["models"]} == pytest.approx(
-        {k: v["accuracy"] for k, v in metrics.items()}, abs=1e-12)
+    _same_as_inspect(live, metrics)

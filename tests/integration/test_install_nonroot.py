@@ -31,8 +31,9 @@ from tests.integration.embedded_harness import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# A ranking row of the view: rank, then a verdict cell (rich may cut it to "res…"/"unr…").
-_VIEW_ROW = re.compile(r"│\s+\d+ │.*│\s*(?:\x1b\[[0-9;]*m)?(res|unr)")
+# A ranking row of the live view (ANSI codes removed): a rank, a model, and further on a pair
+# verdict ("resolved", which a narrow table may cut to "res…"); with or without box lines.
+_VIEW_ROW = re.compile(r"(?m)^[│\s]*\d+\s*│?\s+\S.*\bres(?:olved|…)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -86,7 +87,7 @@ def _run_on_pty(cmd: list[str], *, cwd: Path, until: re.Pattern[str], timeout: f
                 except OSError:  # the terminal closed: the command ended
                     break
                 out.extend(chunk)
-                found = until.search(out.decode("utf-8", "replace")) is not None
+                found = until.search(_ANSI.sub("", out.decode("utf-8", "replace"))) is not None
             elif proc.poll() is not None:
                 break
     finally:
