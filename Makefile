@@ -13,7 +13,7 @@ RUN_ARGS ?=
 .PHONY: help install install-run run report test test-fast lint bench schemas grafana clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 # The runtime dependencies only (make run, make report); the full stamp implies them.
 $(RUN_STAMP): pyproject.toml scripts/install-deps.sh
