@@ -25,7 +25,8 @@ HELP = "\n\n".join([
     "FILE is a long or wide table (as for report), an lm-evaluation-harness samples file "
     "(samples_<task>_<timestamp>.jsonl: model from its directory or --model, item = doc_id, "
     "or <task>/<doc_id> with the task as cluster when --benchmark names a group of subtasks), "
-    "or an inspect_ai log (.eval, or .json written by inspect_ai).",
+    "an inspect_ai log (.eval, or .json written by inspect_ai), or a directory of harness "
+    "output (every samples file and log under it).",
     "Prints what the monitor did: accepted, duplicate, conflict and invalid lines, and each "
     "rejected line with its file and line. Exit status 1 when any line was rejected.",
 ])
@@ -68,6 +69,18 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     from monitor.io.inspect import is_inspect_log
     from monitor.io.lmeval import SamplesFollower, looks_like_samples, model_from_dir
 
+    if path.is_dir():  # a harness output directory: its samples files and logs, in name order
+        from monitor.io.sources import harness_files
+
+        samples, logs = harness_files(path)
+        if not samples and not logs:
+            raise InputError("no samples_*.jsonl or inspect_ai logs in this directory",
+                             source=str(path))
+        for inner in (*samples, *logs):
+            yield from file_events(inner, benchmark=benchmark, model=model, metric=metric,
+                                   filter=filter, scorer=scorer, exclude=exclude,
+                                   cluster_col=cluster_col)
+        return
     if not path.is_file():
         raise InputError("no such file", source=str(path))
     if looks_like_samples(path):
@@ -114,7 +127,8 @@ def render_report(report: PostReport, files: list[str], console: Console) -> Non
 def register(app: typer.Typer) -> None:
     @app.command("post", help=HELP)
     def post_cmd(
-        files: Annotated[list[Path], typer.Argument(help="result files", show_default=False)],
+        files: Annotated[list[Path], typer.Argument(
+            help="result files or harness output directories", show_default=False)],
         url: UrlOpt,
         token_file: TokenFileOpt = None,
         benchmark: BenchmarkOpt = None,

@@ -133,6 +133,13 @@ def test_post_command_table_and_lmeval_files(server: Server, tmp_path: Path) -> 
     res = cli("post", *files, "--url", url)
     assert res.returncode == 0, res.stderr
     assert f"duplicate {out['events']}," in res.stdout
+    # A directory: every samples file under it (arc_easy's again, gsm8k's new).
+    res = cli("post", str(FIXTURES), "--url", url, "--json")
+    assert res.returncode == 0, res.stderr
+    again = json.loads(res.stdout)
+    gsm = sum(1 for p in FIXTURES.rglob("samples_gsm8k_*.jsonl")
+              for line in p.read_text().splitlines() if '"strict-match"' in line)
+    assert (again["duplicate"], again["accepted"]) == (out["events"], gsm)
 
 
 def test_post_command_names_rejected_lines_and_fails(server: Server, tmp_path: Path) -> None:
