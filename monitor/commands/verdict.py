@@ -48,6 +48,11 @@ def register(app: typer.Typer) -> None:
             "--eval", help="eval items to run leakage on")] = None,
         corpus: Annotated[Path | None, typer.Option(help="corpus to run leakage on")] = None,
         n: Annotated[int, typer.Option("--n", help="leakage n-gram length")] = 13,
+        id_col: Annotated[str | None, typer.Option(
+            "--id-col", help="leakage: id column of the eval file (default: id, item_id, "
+            "question_id or doc_id)")] = None,
+        corpus_id_col: Annotated[str | None, typer.Option(
+            "--corpus-id-col", help="leakage: id column of the corpus")] = None,
         items: Annotated[Path | None, typer.Option(
             help="multiple-choice JSONL to run stability on")] = None,
         model: Annotated[str | None, typer.Option(help="stability: model name")] = None,
@@ -93,7 +98,8 @@ def register(app: typer.Typer) -> None:
             lk = load_report(leakage_json, "leakage")
         elif eval_path is not None and corpus is not None:
             with progress_tasks() as tasks:
-                lk = scan_files(eval_path, corpus, n=n, progress=tasks)
+                lk = scan_files(eval_path, corpus, n=n, id_col=id_col,
+                                corpus_id_col=corpus_id_col, progress=tasks)
         cmp: CompareResult | dict[str, Any] | None = None
         if compare_json is not None:
             cmp = load_report(compare_json, "compare")
