@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gc
 import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,7 +24,9 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from monitor.contracts import DeadLetter, ItemResult, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
-from monitor.runners.host import Change, MonitorHost
+from monitor.runners.host import GC_SECONDS, Change, MonitorHost, collect_frozen
+from monitor.runners.host import batch_collection as _batch_collection
+from monitor.runners.host import collector_paused as _collector_paused
 from monitor.runners.settings import Settings
 from monitor.runners.store import SqliteStore
 
@@ -41,8 +41,6 @@ SNAPSHOT_SPACING = 10.0
 #: After a failed snapshot round, the next is tried no sooner than this many seconds later.
 SNAPSHOT_RETRY_SECONDS = 60.0
 
-#: The garbage left by batches is collected at most this often (seconds).
-GC_SECONDS = 60.0
 
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
@@ -130,39 +128,6 @@ def stability_figures(monitor: Monitor, benchmark: str) -> dict[str, Any]:
                        "kinds": [_flip_figures(k, c) for k, c in kinds.items()]})
     return {"benchmark": benchmark, "alarm_level": ALARM_FLIP_RATE, "confidence": 0.95,
             "models": models}
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a block.
-
-    A replay allocates a hundred thousand event objects per batch and frees them by reference
-    counting; the collector, triggered by the allocations, would traverse them again and again
-    and took about two thirds of the decoding time (BENCHMARKS.md "Restart").
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-@contextmanager
-def _batch_collection() -> Iterator[None]:
-    """The collector paused for a batch, and what the batch left alive frozen after it.
-
-    A batch that creates much state (a thousand new benchmarks) would leave the collector a
-    young generation of that size to traverse at its next run, in whichever thread
-    allocates next — the event loop's, for 50–150 ms. Frozen objects are not traversed;
-    :meth:`EmbeddedService.collect_garbage` collects them once a minute.
-    """
-    with _collector_paused():
-        try:
-            yield
-        finally:
-            gc.freeze()
 
 
 def _stderr(msg: str) -> None:
@@ -540,9 +505,7 @@ class EmbeddedService:
         if now - self._last_gc < every:
             return False
         self._last_gc = now
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        collect_frozen()
         return True
 
     def _snapshot_if_due(self, force: bool) -> bool:

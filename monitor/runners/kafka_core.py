@@ -26,7 +26,7 @@ import json
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -80,6 +80,26 @@ def encode_state(obj: dict[str, Any]) -> bytes:
 def decode_state(raw: bytes) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(zlib.decompress(raw))
     return out
+
+
+class _Sources(Sequence[str]):
+    """The source of each record (``topic/partition/offset``), made only when asked for: the
+    core names sources only in the dead letters of conflicts."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [r.source for r in self._records[i]]
+        return self._records[i].source
 
 
 class WorkerCore:
@@ -163,30 +183,32 @@ class WorkerCore:
         out = StepOutput()
         fresh = [r for r in records if r.offset > self.part_offset.get(r.partition, -1)]
         out.counts["skipped"] += len(records) - len(fresh)
-        by_bench: dict[str, tuple[list[ItemResult], list[str], list[Record]]] = {}
-        for rec, events in self._decode(fresh, out):
-            for ev in events:
-                if rec.key is None or rec.key != ev.benchmark.encode():
+        by_bench: dict[str, tuple[list[ItemResult], list[Record]]] = {}
+        keys: dict[bytes, str] = {}  # record keys already matched to a benchmark name
+        for rec, ev in self._decode(fresh, out):
+            name = ev.benchmark
+            if rec.key is None or keys.get(rec.key) != name:
+                if rec.key is None or rec.key != name.encode():
                     out.dead_letters.append(self._on_invalid(
                         rec, "schema",
-                        f"key {rec.key!r} is not the event's benchmark {ev.benchmark!r}", out))
+                        f"key {rec.key!r} is not the event's benchmark {name!r}", out))
                     continue
-                # Ownership first: offsets of another partition are not comparable.
-                owner = self.bench_partition.setdefault(ev.benchmark, rec.partition)
-                if owner != rec.partition:
-                    out.dead_letters.append(self._on_invalid(
-                        rec, "schema", f"benchmark {ev.benchmark!r} belongs to partition "
-                        f"{owner}; the topic was repartitioned", out))
-                    continue
-                if rec.offset <= self.bench_offset.get(ev.benchmark, -1):
-                    out.counts["skipped"] += 1  # already in the benchmark's snapshot
-                    continue
-                evs, srcs, recs = by_bench.setdefault(ev.benchmark, ([], [], []))
-                evs.append(ev)
-                srcs.append(rec.source)
-                recs.append(rec)
-        for name, (evs, srcs, recs) in by_bench.items():
-            result = self.host.apply(evs, sources=srcs)
+                keys[rec.key] = name
+            # Ownership first: offsets of another partition are not comparable.
+            owner = self.bench_partition.setdefault(name, rec.partition)
+            if owner != rec.partition:
+                out.dead_letters.append(self._on_invalid(
+                    rec, "schema", f"benchmark {name!r} belongs to partition "
+                    f"{owner}; the topic was repartitioned", out))
+                continue
+            if rec.offset <= self.bench_offset.get(name, -1):
+                out.counts["skipped"] += 1  # already in the benchmark's snapshot
+                continue
+            evs, recs = by_bench.setdefault(name, ([], []))
+            evs.append(ev)
+            recs.append(rec)
+        for name, (evs, recs) in by_bench.items():
+            result = self.host.apply(evs, sources=_Sources(recs))
             for o in ("accepted", "duplicate", "conflict"):
                 out.counts[o] += result.count(o)
             out.dead_letters.extend(result.dead_letters)
@@ -200,20 +222,24 @@ class WorkerCore:
         return out
 
     def _decode(self, records: Sequence[Record], out: StepOutput
-                ) -> list[tuple[Record, list[ItemResult]]]:
+                ) -> list[tuple[Record, ItemResult]]:
+        """The valid events of ``records`` with their records, in order (a record may hold
+        several); each rejected record becomes a dead letter."""
         if not records:
             return []
         values = [r.value for r in records]
-        if all(v is not None and b"\n" not in v for v in values):
-            # Fast path: the whole batch validated in one call, as one JSON array.
+        if all(v is not None and b"\n" not in v and v.lstrip()[:1] == b"{" for v in values):
+            # Fast path: the whole batch validated in one call, as one JSON array. Joined
+            # with a newline, which no JSON string may hold, and each value an object (no
+            # field takes one): no event can run from one record into the next.
             try:
-                events = _LIST.validate_json(b"[" + b",".join(values) + b"]")  # type: ignore[arg-type]
+                events = _LIST.validate_json(b"[" + b",\n".join(values) + b"]")  # type: ignore[arg-type]
             except (ValidationError, ValueError):
                 pass
             else:
                 if len(events) == len(records):
-                    return [(r, [ev]) for r, ev in zip(records, events, strict=True)]
-        decoded: list[tuple[Record, list[ItemResult]]] = []
+                    return list(zip(records, events, strict=True))
+        decoded: list[tuple[Record, ItemResult]] = []
         for rec in records:
             if rec.value is None:
                 out.dead_letters.append(self._on_invalid(rec, "invalid-json",
@@ -225,7 +251,7 @@ class WorkerCore:
                 out.dead_letters.append(self._on_invalid(rec, first.reason, first.detail, out,
                                                          payload=first.payload))
                 continue
-            decoded.append((rec, [ev for _, ev in d.valid]))
+            decoded.extend((rec, ev) for _, ev in d.valid)
         return decoded
 
     def _on_invalid(self, rec: Record, reason: str, detail: str, out: StepOutput, *,

@@ -30,7 +30,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
-from monitor.runners.host import MonitorHost
+from monitor.runners.host import GC_SECONDS, MonitorHost, batch_collection, collect_frozen
 from monitor.runners.kafka_admin import ensure_topics, read_state
 from monitor.runners.kafka_core import (
     CHANGES_TOPIC,
@@ -56,6 +56,7 @@ class KafkaWorker:
         self.consumer: KafkaConsumer | None = None
         self.producer: KafkaProducer | None = None
         self._last_checkpoint = time.monotonic()
+        self._last_gc = time.monotonic()
         self.ready = False
 
     # -- life cycle ------------------------------------------------------------------------
@@ -89,15 +90,19 @@ class KafkaWorker:
     def _poll_once(self) -> None:
         assert self.consumer is not None
         polled = self.consumer.poll(timeout_ms=200)
-        records: list[Record] = []
-        for tp, recs in polled.items():
-            records.extend(Record(tp.topic, tp.partition, r.offset, r.key, r.value)
-                           for r in recs)
         t0 = time.perf_counter()
-        if records:
-            out = self.core.step(records)
-        else:  # the stream paused: evaluate what arrived within the last interval
-            out = StepOutput(changes=self.host.evaluate_if_due())
+        records: list[Record] = []
+        with batch_collection():  # the events of a batch are freed by reference counting
+            for tp, recs in polled.items():
+                records.extend(Record(tp.topic, tp.partition, r.offset, r.key, r.value)
+                               for r in recs)
+            if records:
+                out = self.core.step(records)
+            else:  # the stream paused: evaluate what arrived within the last interval
+                out = StepOutput(changes=self.host.evaluate_if_due())
+        if time.monotonic() - self._last_gc >= GC_SECONDS:
+            self._last_gc = time.monotonic()
+            collect_frozen()
         self._emit(out, lag_seconds=time.perf_counter() - t0 if records else None)
         if time.monotonic() - self._last_checkpoint >= self.settings.checkpoint_interval:
             self.checkpoint()
