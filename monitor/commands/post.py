@@ -48,6 +48,9 @@ ClusterOpt = Annotated[str | None, typer.Option(help="table column holding the i
 BatchOpt = Annotated[int, typer.Option(help="results per request")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
+#: Lines of a samples file read at a time.
+READ_LINES = 10_000
+
 
 def read_token(token_file: Path | None) -> str | None:
     """The bearer token from ``--token-file``, else LLM_MONITOR_TOKEN, else None."""
@@ -86,8 +89,11 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     if looks_like_samples(path):
         follower = SamplesFollower(path, model=model or model_from_dir(path),
                                    benchmark=benchmark, metric=metric, filter=filter)
-        yield from follower.read_new()
-        return
+        while True:  # a chunk of lines at a time: a large file is never held whole
+            before = follower.offset
+            yield from follower.read_new(max_lines=READ_LINES, finished=True)
+            if follower.offset == before:
+                return
     if is_inspect_log(path):
         from monitor.io.inspect import inspect_events
 

@@ -123,7 +123,7 @@ def _candidates(root: Path, state_path: Path) -> list[tuple[Path, str]]:
     return out
 
 
-def _new_lmeval(path: Path, fs: FileState, opts: Options
+def _new_lmeval(path: Path, fs: FileState, opts: Options, max_lines: int
                 ) -> tuple[list[tuple[dict[str, Any], str]], FileState]:
     from monitor.io.lmeval import SamplesFollower, model_from_dir
 
@@ -135,13 +135,13 @@ def _new_lmeval(path: Path, fs: FileState, opts: Options
     follower = SamplesFollower(path, model=fs.model or opts.model or model_from_dir(path),
                                benchmark=opts.benchmark, offset=fs.offset, lineno=fs.lineno,
                                metric=fs.metric or opts.metric, filter=fs.filter or opts.filter)
-    pairs = follower.read_new()
+    pairs = follower.read_new(max_lines=max_lines)
     return pairs, FileState(kind="lmeval", offset=follower.offset, lineno=follower.lineno,
                             metric=follower.metric, filter=follower.filter,
                             model=follower.model)
 
 
-def _new_inspect(path: Path, fs: FileState, opts: Options
+def _new_inspect(path: Path, fs: FileState, opts: Options, max_lines: int
                  ) -> tuple[list[tuple[dict[str, Any], str]], FileState]:
     from monitor.io.inspect import inspect_events
 
@@ -171,22 +171,27 @@ def scan_once(root: Path, state: WatchState, client: MonitorClient, opts: Option
         if stop.is_set():
             break
         name = _key(path, root)
-        fs = state.files.get(name) or FileState(kind=kind)
         reader = _new_lmeval if kind == "lmeval" else _new_inspect
-        try:
-            pairs, new_fs = reader(path, fs, opts)
-        except InputError as exc:
-            if kind == "inspect":  # a log caught mid-write: read it again at the next scan
-                print(f"llm-monitor: watch: {exc} (will retry)", file=sys.stderr, flush=True)
-                continue
-            raise
-        if pairs:
-            part = client.post_labelled(pairs)
-            report = report.merge(part)
-            _print_part(part, path)
-        if pairs or new_fs != fs:
+        while not stop.is_set():  # a samples file a batch at a time: bounded memory
+            fs = state.files.get(name) or FileState(kind=kind)
+            try:
+                pairs, new_fs = reader(path, fs, opts, client.batch_size)
+            except InputError as exc:
+                if kind == "inspect":  # a log caught mid-write: read it again at the next scan
+                    print(f"llm-monitor: watch: {exc} (will retry)", file=sys.stderr,
+                          flush=True)
+                    break
+                raise
+            if pairs:
+                part = client.post_labelled(pairs)
+                report = report.merge(part)
+                _print_part(part, path)
+            if new_fs == fs:
+                break
             state.files[name] = new_fs  # only after the monitor acknowledged the batch
             state.save()
+            if kind == "inspect":
+                break
     return report
 
 

@@ -333,34 +333,44 @@ class SamplesFollower:
     def task(self) -> str:
         return task_of(self.path)
 
-    def read_new(self) -> list[tuple[dict[str, object], str]]:
-        """(result, ``file:line``) of every complete new scored line; advances the state."""
+    def read_new(self, max_lines: int | None = None, *, finished: bool = False
+                 ) -> list[tuple[dict[str, object], str]]:
+        """(result, ``file:line``) of every complete new scored line; advances the state.
+
+        With ``max_lines``, at most that many lines are read (memory stays bounded on a large
+        file): call again until :attr:`offset` stops moving to read the rest. ``finished``
+        says the file is complete, so a last line without its newline is read too (``post``);
+        otherwise it waits for the rest of the line (``watch``).
+        """
+        if max_lines is not None and max_lines < 1:
+            raise ValueError(f"`max_lines` must be at least 1, got {max_lines}")
         task = self.task
         bench = self.benchmark or task
         cluster = task if namespaced(task, self.benchmark) else None
         parser = SamplesParser(str(self.path), metric=self.metric, filter=self.filter)
         out: list[tuple[dict[str, object], str]] = []
+        offset, lineno = self.offset, self.lineno
         try:
             with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+                fh.seek(offset)
+                while max_lines is None or lineno - self.lineno < max_lines:
+                    raw = fh.readline()
+                    if not raw or not (raw.endswith(b"\n") or finished):
+                        break  # end of file, or a line still being written
+                    offset += len(raw)
+                    lineno += 1
+                    parsed = parser.parse(raw, lineno)
+                    if parsed is None:
+                        continue
+                    doc_id, score = parsed
+                    event: dict[str, object] = {
+                        "benchmark": bench, "model": self.model, "score": score,
+                        "item_id": item_id_of(task, doc_id, benchmark=self.benchmark)}
+                    if cluster is not None:
+                        event["cluster"] = cluster
+                    out.append((event, f"{self.path}:{lineno}"))
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", source=str(self.path)) from exc
-        end = data.rfind(b"\n") + 1  # complete lines only
-        lineno = self.lineno
-        for raw in data[:end].splitlines():
-            lineno += 1
-            parsed = parser.parse(raw, lineno)
-            if parsed is None:
-                continue
-            doc_id, score = parsed
-            event: dict[str, object] = {
-                "benchmark": bench, "model": self.model, "score": score,
-                "item_id": item_id_of(task, doc_id, benchmark=self.benchmark)}
-            if cluster is not None:
-                event["cluster"] = cluster
-            out.append((event, f"{self.path}:{lineno}"))
-        self.offset += end
-        self.lineno = lineno
+        self.offset, self.lineno = offset, lineno
         self.metric, self.filter = parser.metric, parser.filter
         return out

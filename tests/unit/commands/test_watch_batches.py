@@ -1,0 +1,110 @@
+"""``watch`` and ``post`` read a samples file a batch at a time: the state records each
+acknowledged batch (a failure later in the file resends nothing already acknowledged), memory
+stays bounded by the batch, and ``post`` reads a finished file's last line even without its
+newline, as ``report`` does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.client import ClientError, PostReport
+from monitor.commands import post as post_cmd
+from monitor.commands.watch import STATE_NAME, Options, WatchState, scan_once
+from monitor.io.lmeval import SamplesFollower, read_lmeval_samples
+
+URL = "http://127.0.0.1:1"
+
+
+def _lines(n: int) -> list[str]:
+    return [json.dumps({"doc_id": i, "doc": {}, "acc": i % 2}) + "\n" for i in range(n)]
+
+
+def _samples(root: Path, lines: list[str]) -> Path:
+    d = root / "org__m"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "samples_task_2024-01-01T00-00-00.jsonl"
+    path.write_text("".join(lines))
+    return path
+
+
+class FakeClient:
+    """Sends in requests of ``batch_size`` lines as MonitorClient does; the monitor
+    acknowledges ``ok`` requests, then goes away (the client gives up)."""
+
+    def __init__(self, batch_size: int, ok: int) -> None:
+        self.batch_size = batch_size
+        self.ok = ok
+        self.sent: list[list[str]] = []
+
+    def post_labelled(self, pairs: Iterable[tuple[dict[str, Any], str | None]]) -> PostReport:
+        pairs = list(pairs)
+        report = PostReport()
+        for start in range(0, len(pairs), self.batch_size):
+            batch = pairs[start:start + self.batch_size]
+            if len(self.sent) >= self.ok:
+                raise ClientError("gave up after 6 attempts")
+            self.sent.append([str(e["item_id"]) for e, _ in batch])
+            report.add({"events": len(batch), "accepted": len(batch)}, offset=start,
+                       sources=[label for _, label in batch], retries=0)
+        return report
+
+
+def test_each_acknowledged_batch_is_recorded_and_never_resent(tmp_path: Path) -> None:
+    lines = _lines(7)
+    path = _samples(tmp_path, lines)
+    state = WatchState(tmp_path / STATE_NAME, URL)
+    opts = Options(benchmark=None, model=None, metric=None, filter=None, scorer=None)
+    failing = FakeClient(batch_size=3, ok=1)
+    with pytest.raises(ClientError):
+        scan_once(tmp_path, state, failing, opts, threading.Event())  # type: ignore[arg-type]
+    assert failing.sent == [["0", "1", "2"]]
+    saved = json.loads((tmp_path / STATE_NAME).read_text())["files"]
+    entry = saved[str(path.relative_to(tmp_path))]
+    assert (entry["offset"], entry["lineno"]) == (sum(len(x.encode()) for x in lines[:3]), 3)
+    # A restarted watcher sends the rest once, in batches of at most batch_size lines.
+    again = FakeClient(batch_size=3, ok=10)
+    restarted = WatchState(tmp_path / STATE_NAME, URL)
+    report = scan_once(tmp_path, restarted, again, opts, threading.Event())  # type: ignore[arg-type]
+    assert again.sent == [["3", "4", "5"], ["6"]]
+    assert report.accepted == 4
+
+
+def test_a_follower_reads_at_most_max_lines_at_a_time(tmp_path: Path) -> None:
+    lines = _lines(5)
+    path = _samples(tmp_path, lines)
+    whole = [e for e, _ in SamplesFollower(path, model="m").read_new()]
+    f = SamplesFollower(path, model="m")
+    chunks = []
+    while True:
+        before = f.offset
+        chunk = f.read_new(max_lines=2)
+        chunks.append([e for e, _ in chunk])
+        if f.offset == before:
+            break
+    assert [len(c) for c in chunks] == [2, 2, 1, 0]
+    assert [e for c in chunks for e in c] == whole
+    assert (f.offset, f.lineno) == (path.stat().st_size, 5)
+
+
+@pytest.mark.parametrize("read_lines", [2, 10_000])
+def test_post_reads_the_last_line_without_its_newline(tmp_path: Path, read_lines: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _lines(5)
+    lines[-1] = lines[-1].rstrip("\n")
+    path = _samples(tmp_path, lines)
+    monkeypatch.setattr(post_cmd, "READ_LINES", read_lines, raising=False)
+    events = list(post_cmd.file_events(path, benchmark=None, model=None, metric=None,
+                                       filter=None, scorer=None, exclude=(), cluster_col=None))
+    offline = read_lmeval_samples(path)
+    assert [e["item_id"] for e, _ in events] == offline.item_ids.tolist()
+    assert [e["score"] for e, _ in events] == offline.scores.tolist()
+    assert [label.rsplit(":", 1)[1] for _, label in events] == ["1", "2", "3", "4", "5"]
+    # watch, by contrast, waits for the newline of a line still being written
+    follower = SamplesFollower(path, model="m")
+    assert len(follower.read_new()) == 4
