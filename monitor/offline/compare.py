@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from monitor.errors import InputError
 from monitor.io.tables import ScoreTable, read_table
 from monitor.stats import paired_tests as pt
 from monitor.stats.bootstrap import BootstrapResult, bootstrap_mean_ci
@@ -218,11 +219,21 @@ def _table_header(path: Path) -> list[str]:
 
 def columns_not_compared(path: Path, *, a: str, b: str, id_col: str | None) -> tuple[str, ...]:
     """Wide tables: every column but the item id and the two models, so that a column the
-    comparison does not need (gold answers, sources, other models) is never parsed."""
+    comparison does not need (gold answers, sources, other models) is never parsed.
+
+    A model that is not a column of the wide table is an InputError listing its columns (only
+    the two compared columns are read, so the table's models are known from its header)."""
     header = _table_header(path)
     if not header or ("model" in header and ("score" in header or "correct" in header)):
         return ()  # long tables read only their model and score columns
     ident = id_col or next((c for c in ("item_id", "question_id") if c in header), header[0])
+    others = [c for c in header if c != ident]
+    for m in (a, b):
+        if m not in others:
+            shown = ", ".join(others[:40]) + (" …" if len(others) > 40 else "")
+            raise InputError(f"model {m!r} is not a column of this wide table; its columns "
+                             f"(besides the id {ident!r}) are {shown}", source=str(path),
+                             line=1, field=m)
     return tuple(c for c in header if c not in (ident, a, b))
 
 

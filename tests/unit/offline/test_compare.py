@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from monitor.cli import main
 from monitor.contracts import jsonable
+from monitor.errors import InputError
 from monitor.io.tables import read_table
 from monitor.offline.compare import compare_pair, compare_table
 
@@ -110,10 +111,21 @@ def test_to_dict_is_the_command_json(shared_data: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"a": "m1", "b": "m1"}, "two different models"),
     ({"a": "m1", "b": "m2", "n_resamples": 50}, "--B must be at least 100"),
-    ({"a": "m1", "b": "m9"}, "model 'm9' not found"),
+    ({"a": "m1", "b": "m9"}, "model 'm9' is not a column of this wide table"),
 ])
 def test_bad_arguments(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
     table = tmp_path / "t.csv"
     table.write_text("item_id,m1,m2\na,1,0\nb,0,1\nc,1,1\n")
     with pytest.raises(ValueError, match=message):
         compare_table(table, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_model_missing_from_a_wide_table_lists_every_model_column(tmp_path: Path) -> None:
+    """Only the id and the two compared columns are parsed, yet the error lists every column
+    the table has (not just the one model that was read), with file, line and field."""
+    table = tmp_path / "t.csv"
+    table.write_text("item_id,gold,m1,m2,m3\na,18,1,0,1\nb,3,0,1,1\n")
+    with pytest.raises(InputError) as err:
+        compare_table(table, a="m1", b="m9")
+    assert err.value.source == str(table) and err.value.line == 1 and err.value.field == "m9"
+    assert "are gold, m1, m2, m3" in str(err.value)
