@@ -38,10 +38,13 @@ BOARD_FILES = {
     "/static/board.css": ("board.css", "text/css"),
 }
 _HEADERS = {
-    # The page runs only its own script and talks only to this server.
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
-                                "connect-src 'self'; img-src 'self' data: blob:; "
-                                "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    # The page runs only its own script and talks only to this server. Inline styles are
+    # allowed because the report it opens from a blob URL inherits this policy, and the
+    # report's plots are SVG with style attributes.
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; "
+                                "style-src 'self' 'unsafe-inline'; connect-src 'self'; "
+                                "img-src 'self' data: blob:; frame-ancestors 'none'; "
+                                "base-uri 'none'; form-action 'none'"),
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-cache",

@@ -43,11 +43,12 @@ class Chromium:
         if not Path(binary).is_file():
             pytest.fail("chromium not found; scripts/install-deps.sh installs it (apt: chromium)")
         self.profile.mkdir(parents=True, exist_ok=True)
+        marker = self.profile / "DevToolsActivePort"
+        marker.unlink(missing_ok=True)  # a profile used before holds its old port
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [binary, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-port=0",
                  "about:blank"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

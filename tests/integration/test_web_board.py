@@ -191,6 +191,20 @@ async def _drive(browser: Chromium, base: str, token: str, quoted: str,
             await tab.screenshot(shots / "board-3-caught-up.png")
             assert not tab.errors, tab.errors
 
+            # The button opens the report of the live state (here in the same tab, as when
+            # pop-ups are blocked); it inherits the page's policy and must still render.
+            await tab.evaluate("window.open = () => null; true")
+            start = len(tab.events)
+            await tab.evaluate("document.getElementById('report').click(); true")
+            await tab.wait_for("location.protocol === 'blob:' && "
+                               "document.querySelectorAll('section svg').length === 5", 120)
+            assert any(e.get("method") == "Page.loadEventFired" for e in tab.events[start:])
+            assert await tab.evaluate(
+                "getComputedStyle(document.querySelector('th')).backgroundColor") != \
+                "rgba(0, 0, 0, 0)"  # the report's own style sheet applies
+            await tab.screenshot(shots / "report-from-button.png")
+            assert not tab.errors, tab.errors[:3]
+
             # The HTML report of the live state, as the CLI renders it, while results arrive.
             await tab.send("Network.setExtraHTTPHeaders",
                            headers={"Authorization": f"Bearer {token}"})

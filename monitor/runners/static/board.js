@@ -181,7 +181,8 @@
     try {
       const blob = await get("/v1/benchmarks/" + encodeURIComponent(state.bench) + "/report.html", "blob");
       const url = URL.createObjectURL(new Blob([blob], { type: "text/html" }));
-      if (!window.open(url, "_blank", "noopener")) location.assign(url);
+      // A new tab where pop-ups are allowed, else this one (Back returns to the board).
+      if (!window.open(url, "_blank")) location.assign(url);
       $("status").textContent = "report opened";
     } catch (err) {
       $("status").textContent = "report failed: " + err.message;
