@@ -609,6 +609,14 @@ def _read_wide(
                                source=source, field=group_col)
     if len(item_ids) == len(ids):
         return item_ids, tuple(model_cols), matrix, groups
+    if id_col is None and idc not in _ID_DEFAULTS:
+        # The first column stood in for a missing id column; repeated values say it is none.
+        row = _first_index(first_rows[codes] != np.arange(len(ids)))
+        raise InputError(f"no item id column (item_id, question_id), so the first column "
+                         f"{idc!r} was taken as the id, but its value {ids[row]!r} repeats "
+                         f"line {lines[first_rows[codes[row]]]}: name the id column with "
+                         "--id-col, or add an item_id column",
+                         source=source, line=lines[row], field=idc)
     # The same item on several rows: merge them cell by cell; equal scores are harmless.
     scores = np.full((len(item_ids), len(model_cols)), np.nan)
     for row in range(len(ids)):

@@ -123,6 +123,10 @@ def test_long_benchmark_filter(tmp_path: Path) -> None:
         ("longgroup.csv", "item_id,model,score,c\ni1,a,1,x\ni1,b,0,y\n",
          {"cluster_col": "c"}, 3, "c", "two different"),
         ("blankmodel.csv", "item_id,model,score\ni1,,1\n", {}, 2, "model", "empty value"),
+        # Without an id column the first column stands in; a model's 0/1 column repeats, so
+        # it is refused rather than rows merged (silently, when their scores agree).
+        ("noid.csv", "a,b\n1,0\n1,1\n0,1\n", {}, 3, "a", "no item id column"),
+        ("noidsame.csv", "a,b,c\n1,0,1\n1,0,1\n", {}, 3, "a", "repeats line 2"),
         ("bad.jsonl", '{"item_id": "i1", "model": "a", "score": 1}\n{oops\n', {}, 2, None,
          "not valid JSON"),
         ("range.jsonl", '{"item_id": "i1", "model": "a", "score": 1}\n'
