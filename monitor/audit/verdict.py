@@ -42,8 +42,22 @@ class Verdict:
                 "evidence": list(self.evidence)}
 
 
-def _need(d: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
-    missing = [k for k in keys if k not in d]
+#: The keys of each check's ``--json`` output that the verdict reads.
+REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "compare": ("a", "b", "n", "mean_diff", "primary_test", "primary_pvalue", "significant",
+                "resolution"),
+    "leakage": ("leak_share", "counts", "n_items"),
+    "stability": ("flip_rate", "flip_ci", "flip_base"),
+}
+
+
+def missing_keys(d: dict[str, Any], what: str) -> list[str]:
+    """The keys the verdict reads that the ``what`` report (compare, leakage, stability) lacks."""
+    return [k for k in REQUIRED_KEYS[what] if k not in d]
+
+
+def _need(d: dict[str, Any], what: str) -> None:
+    missing = missing_keys(d, what)
     if missing:
         raise ValueError(f"{what} is missing {missing}; pass the --json output of "
                          f"`llm-monitor {what}`")
@@ -134,13 +148,9 @@ def decide(
     if all(v is None for v in given.values()):
         raise ValueError("give at least one of compare, leakage and stability")
     missing = tuple(k for k, v in given.items() if v is None)
-    if compare is not None:
-        _need(compare, ("a", "b", "n", "mean_diff", "primary_test", "primary_pvalue",
-                        "significant", "resolution"), "compare")
-    if leakage is not None:
-        _need(leakage, ("leak_share", "counts", "n_items"), "leakage")
-    if stability is not None:
-        _need(stability, ("flip_rate", "flip_ci", "flip_base"), "stability")
+    for name, report in given.items():
+        if report is not None:
+            _need(report, name)
     _same_model(compare, stability)
     ev: list[str] = []
     significant: bool | None = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from monitor.audit.leakage import LeakageReport
 from monitor.audit.stability import StabilityReport
-from monitor.audit.verdict import Verdict, decide
+from monitor.audit.verdict import Verdict, decide, missing_keys
 from monitor.contracts import jsonable
 from monitor.errors import InputError
 from monitor.offline.compare import CompareResult
@@ -28,6 +28,10 @@ def load_report(path: str | Path, what: str) -> Report:
                          source=str(path)) from None
     if not isinstance(data, dict):
         raise InputError(f"not the JSON output of `llm-monitor {what} --json`", source=str(path))
+    missing = missing_keys(data, what)
+    if missing:
+        raise InputError(f"not the JSON output of `llm-monitor {what} --json`: no "
+                         f"{', '.join(missing)}", source=str(path))
     return data
 
 

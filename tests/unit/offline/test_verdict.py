@@ -52,8 +52,16 @@ def test_in_process_results_and_saved_reports_agree(tmp_path: Path) -> None:
 
 def test_load_report(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
-    good.write_text('{"n": 3}')
-    assert load_report(good, "compare") == {"n": 3}
+    good.write_text(json.dumps(_cmp_dict()))
+    assert load_report(good, "compare") == _cmp_dict()
+    # Another check's report (or any other JSON object) is named by its file, with what it lacks.
+    other = tmp_path / "leak.json"
+    other.write_text(json.dumps(LEAK_FREE))
+    with pytest.raises(InputError) as err:
+        load_report(other, "compare")
+    assert err.value.source == str(other)
+    assert "not the JSON output of `llm-monitor compare --json`: no a, b, mean_diff" in str(
+        err.value)
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     with pytest.raises(InputError, match="not the JSON output of `llm-monitor leakage --json`"):
