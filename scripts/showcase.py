@@ -106,7 +106,7 @@ def terminal_view(data: Path) -> None:
         while True:
             screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], check=True,
                                     capture_output=True, text=True).stdout
-            if "next: the board" in screen or time.monotonic() > deadline:
+            if "next: board" in screen or time.monotonic() > deadline:
                 break
             time.sleep(1)
         lines = screen.rstrip("\n").split("\n")

@@ -45,8 +45,8 @@ class Where:
         return [f"board {self.base}/", *self.paths]
 
     def next_steps(self, state: ReplayState | None) -> list[str]:
-        steps = [f"next: the board {self.base}/"
-                 + (f" · report.html: /v1/benchmarks/{self.benchmark}/report.html"
+        steps = [f"next: board {self.base}/"
+                 + (f" · /v1/benchmarks/{self.benchmark}/report.html"
                     if self.benchmark is not None else "")]
         if self.report is not None:
             steps.append(f"offline: {self.report}")

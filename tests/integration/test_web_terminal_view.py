@@ -74,7 +74,7 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             screen = _tmux("capture-pane", "-p", "-t", session)
-            if "replay done" in screen and "next: the board" in screen:
+            if "replay done" in screen and "next: board" in screen:
                 final = screen
                 break
             if "replay [" in screen and sum(bool(ROW.match(x)) for x in screen.split("\n")) >= 10:
@@ -95,7 +95,7 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
         assert len(ranking) == 32 and f"+{32 - len(names)} models below" in final
         tail = final.rstrip("\n").split("\n")[-4:]
         text = "\n".join(tail)
-        assert f"next: the board http://127.0.0.1:{port}/" in text
+        assert f"next: board http://127.0.0.1:{port}/" in text
         assert "/v1/benchmarks/mmlu_pro/report.html" in text
         assert "llm-monitor report" in text and "--html report.html" in text
         assert "still serving" not in text  # the old dead end is gone

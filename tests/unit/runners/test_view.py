@@ -51,7 +51,7 @@ def test_view_fits_the_terminal_and_starts_with_the_urls(width: int, height: int
     view = rankings_view({"bench (v1)": _ranking(32)}, width=width, height=height,
                          urls=["board http://127.0.0.1:8000/", "/metrics"],
                          progress=Progress(383141, 383141, 0.0, True),
-                         next_steps=["next: the board http://127.0.0.1:8000/",
+                         next_steps=["next: board http://127.0.0.1:8000/",
                                      "offline: llm-monitor report " + "x/" * 30 + "t.csv "
                                      "--html report.html"])
     console = Console(width=width, height=height, record=True, color_system=None,
@@ -61,7 +61,7 @@ def test_view_fits_the_terminal_and_starts_with_the_urls(width: int, height: int
     assert len(lines) <= height and all(len(line) <= width for line in lines), lines
     assert lines[0].startswith("board http://127.0.0.1:8000/")
     assert any("E≥1/γ=1.98e4" in line or "E≥1/γ=2.0e4" in line for line in lines[:5]), lines[:5]
-    assert lines[-1].strip() and "next: the board" in "\n".join(lines[-4:])
+    assert lines[-1].strip() and "next: board" in "\n".join(lines[-4:])
     rows = [line for line in lines if line[:2].strip().isdigit()]
     assert len(rows) >= min(10, height - 12)
     shown = [line[3:3 + width - 51].rstrip() for line in rows]
