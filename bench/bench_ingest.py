@@ -20,7 +20,9 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    second connection scrapes ``/metrics`` back to back; for each batch, the time from the
    start of its POST until a scrape shows it counted; p50/p99/max.
 
-Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--peer] [--latency]``.
+Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--baseline-ref REF] [--peer]
+[--latency]``; ``--baseline-ref`` also times HTTP end to end with the ``monitor/`` of commit REF
+(``git archive``), in the same run.
 """
 
 from __future__ import annotations
@@ -74,12 +76,12 @@ def load_events(seed: int) -> list[dict]:
 
 
 class Server:
-    def __init__(self, db: Path, *, cpu: int | None) -> None:
+    def __init__(self, db: Path, *, cpu: int | None, cwd: Path = REPO) -> None:
         self.log = db.with_suffix(".log")
         out = self.log.open("wb")
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # `-m` puts cwd first on the path: its monitor/ is run
             [sys.executable, "-m", "monitor.cli", "run", "--db", str(db), "--port", "0",
-             "--no-view"], cwd=REPO, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+             "--no-view"], cwd=cwd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         if cpu is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(self.proc.pid, {cpu})
         deadline = time.monotonic() + 60
@@ -247,7 +249,7 @@ def _rate(fn: Any, n: int) -> float:
         gc.enable()
 
 
-def stages(events: list[dict], tmp: Path, *, kafka: bool) -> None:
+def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) -> None:
     """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run)."""
     import orjson
 
@@ -311,25 +313,17 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool) -> None:
     row("persist: SqliteStore.commit per batch (lines as received; WAL, FULL)",
         _rate(persist, n))
     store.close()
-    srv = Server(tmp / "stage-http.db", cpu=0)
-    try:
-        # Warm-up on another benchmark: the first evaluation imports scipy.stats (≈ 1–2 s
-        # once per process), which is not a cost of the stream.
-        warm = [ln.replace(b'"mmlu_pro"', b'"warm-up"') for ln in lines[:1000]]
-        srv.post(b"\n".join(warm), "application/x-ndjson")
-        time.sleep(1.0)  # the idle tick evaluates it
-        accepted = 0
-
-        def http() -> None:
-            nonlocal accepted
-            for body in bodies:
-                accepted += srv.post(body, "application/x-ndjson")["accepted"]
-
-        row(f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
-            _rate(http, n))
-        assert accepted == n, accepted
-    finally:
-        srv.stop()
+    tree = REPO
+    if baseline is not None:  # the code of another commit, exported next to ours
+        tree = tmp / "baseline"
+        tree.mkdir()
+        archive = subprocess.run(["git", "archive", baseline, "monitor"], cwd=REPO,
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        row(f"HTTP end to end, the code of {baseline} (same bench, same run)",
+            _http(bodies, lines, tmp / "stage-http-baseline.db", tree))
+    row(f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
+        _http(bodies, lines, tmp / "stage-http.db", REPO))
     if kafka:
         row("Kafka worker (kafka-python engine), Tansu, 3 partitions", _kafka(lines, tmp))
     ref = rows[0][1]
@@ -337,6 +331,33 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool) -> None:
     print(f"{'stage':<{width}}  {'lines/s':>10}  ratio to json.loads")
     for label, rate in rows:
         print(f"{label:<{width}}  {rate:10,.0f}  {rate / ref:5.2f}x")
+
+
+def _http(bodies: list[bytes], lines: list[bytes], db: Path, tree: Path) -> float:
+    """Lines/s of ``llm-monitor run`` (the code in ``tree``) fed the NDJSON ``bodies``."""
+    srv = Server(db, cpu=0, cwd=tree)
+    try:
+        # Warm-up on another benchmark: the first pair figures import scipy.stats (≈ 1–2 s
+        # once per process), which is not a cost of the stream.
+        warm = [ln.replace(b'"mmlu_pro"', b'"warm-up"') for ln in lines[:1000]]
+        srv.post(b"\n".join(warm), "application/x-ndjson")
+        time.sleep(1.0)  # the idle tick evaluates it
+        srv.conn.request("GET", "/v1/benchmarks/warm-up/pairs?limit=5")
+        resp = srv.conn.getresponse()
+        assert resp.status == 200, resp.read()[:300]
+        resp.read()
+        accepted = 0
+
+        def http() -> None:
+            nonlocal accepted
+            for body in bodies:
+                accepted += srv.post(body, "application/x-ndjson")["accepted"]
+
+        rate = _rate(http, sum(len(b.splitlines()) for b in bodies))
+        assert accepted == sum(len(b.splitlines()) for b in bodies), accepted
+        return rate
+    finally:
+        srv.stop()
 
 
 def _kafka(lines: list[bytes], tmp: Path) -> float:
@@ -362,6 +383,8 @@ def _kafka(lines: list[bytes], tmp: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-kafka", action="store_true", help="leave the Kafka worker out")
+    parser.add_argument("--baseline-ref", metavar="REF",
+                        help="also time HTTP end to end with the monitor/ of this commit")
     parser.add_argument("--peer", action="store_true", help="ours against the naive peer")
     parser.add_argument("--latency", action="store_true", help="result → /metrics latency")
     args = parser.parse_args()
@@ -374,7 +397,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         tmp = Path(d)
         if not (args.peer or args.latency):
-            stages(events, tmp, kafka=not args.no_kafka)
+            stages(events, tmp, kafka=not args.no_kafka, baseline=args.baseline_ref)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
         if args.peer:
