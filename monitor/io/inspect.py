@@ -158,6 +158,10 @@ def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str
     from monitor.io.tables import ScoreTable
 
     logs = [read_inspect_log(p, scorer=scorer) for p in paths]
+    tasks = sorted({log.task for log in logs})
+    if benchmark is None and len(tasks) > 1:  # post and watch would feed one board per task
+        raise InputError(f"logs of several tasks ({', '.join(tasks)}): give the logs of one "
+                         "task, or pass --benchmark to read them as one", source=str(paths[0]))
     item_index: dict[str, int] = {}
     model_index: dict[str, int] = {}
     for log in logs:
