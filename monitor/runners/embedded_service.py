@@ -42,6 +42,9 @@ SNAPSHOT_SPACING = 10.0
 SNAPSHOT_RETRY_SECONDS = 60.0
 
 
+#: Conflicting results remembered, so that one sent again is not counted as a new conflict.
+REMEMBERED_CONFLICTS = 10_000
+
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
 
@@ -181,6 +184,8 @@ class EmbeddedService:
         self._refused = Counter(
             "llm_monitor_requests_refused", "Requests refused whole because they would go "
             "past a cap (label: the setting)", ["cap"], registry=self.registry)
+        # Conflicts reported (their keys, oldest first), so that a resent one is not again.
+        self._conflicts: dict[Any, None] = {}
         # Perturbation kinds per benchmark, read from its state on first use after a load.
         self._kinds: dict[str, set[str]] = {}
         self.rebuilt = self._load_state()
@@ -321,6 +326,7 @@ class EmbeddedService:
         changes: list[Change] = []
         accepted: list[ItemResult] = []
         raw: list[bytes] | None = None
+        conflict_keys: list[Any] = []
         self.host.lock.acquire()
         try:
             if events:
@@ -331,11 +337,14 @@ class EmbeddedService:
                 if lines is not None:
                     raw = [lines[i] for i, o in zip(index, result.outcomes, strict=True)
                            if o == "accepted"]
+                conflicts, conflict_keys = self._new_conflicts(events, index,
+                                                               result.dead_letters)
                 report.accepted = len(accepted)
-                report.duplicate = result.count("duplicate")
-                report.conflict = len(result.dead_letters)
-                reasons.update(d.reason for d in result.dead_letters)
-                letters.extend(result.dead_letters)
+                report.duplicate = (result.count("duplicate") + len(result.dead_letters)
+                                    - len(conflicts))
+                report.conflict = len(conflicts)
+                reasons.update(d.reason for d in conflicts)
+                letters.extend(conflicts)
             letters.sort(key=lambda d: d.index if d.index is not None else -1)
             del letters[self.settings.dead_letters_per_request:]
             stored = self._bounded(letters, reasons.total(), source)
@@ -344,6 +353,7 @@ class EmbeddedService:
                 results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
                 raw=raw)
             self._unsnapshotted.update(ev.benchmark for ev in accepted)
+            self._remember_conflicts(conflict_keys)
         except Exception:
             # The state may already hold this batch but the database does not: start over
             # from what is durable so memory never runs ahead of the log.
@@ -356,6 +366,36 @@ class EmbeddedService:
                            for d in letters]
         report.reasons = dict(reasons)
         return report
+
+    def _new_conflicts(self, events: Sequence[ItemResult], index: Sequence[int],
+                       letters: Sequence[DeadLetter]) -> tuple[list[DeadLetter], list[Any]]:
+        """The conflicts of a batch not reported before, and their keys.
+
+        A conflicting result sent again with the same score (a batch resent by a client unsure
+        of its reply) was reported already: it counts as a duplicate, not as a new conflict
+        (among the last ``REMEMBERED_CONFLICTS`` conflicts of this process).
+        """
+        where = {i: k for k, i in enumerate(index)}
+        fresh: list[DeadLetter] = []
+        keys: dict[Any, None] = {}  # ordered, and a set for the lookups
+        for d in letters:
+            k = where.get(d.index) if d.index is not None else None
+            if k is None:
+                fresh.append(d)
+                continue
+            ev = events[k]
+            key = (ev.benchmark, ev.variant, ev.item_id, ev.model, ev.sample, ev.score)
+            if key in self._conflicts or key in keys:
+                continue
+            fresh.append(d)
+            keys[key] = None
+        return fresh, list(keys)
+
+    def _remember_conflicts(self, keys: Sequence[Any]) -> None:
+        for key in keys:
+            self._conflicts[key] = None
+        while len(self._conflicts) > REMEMBERED_CONFLICTS:
+            del self._conflicts[next(iter(self._conflicts))]
 
     def _refuse(self, over: OverCap) -> None:
         self._refused.labels(over.cap).inc()
