@@ -54,12 +54,15 @@ class InspectScores:
         return int(self.scores.shape[0])
 
     def item_means(self) -> tuple[np.ndarray, np.ndarray]:
-        """(item ids in first-seen order, the mean score of each item over its epochs)."""
+        """(item ids in first-seen order, the mean score of each item over its epochs, as
+        :func:`~monitor.stats.samples.cell_means` gives it)."""
+        from monitor.stats.samples import cell_means
+
         ids, first, inverse = np.unique(self.item_ids, return_index=True, return_inverse=True)
-        sums = np.bincount(inverse, weights=self.scores, minlength=len(ids))
-        means = sums / np.bincount(inverse, minlength=len(ids))
+        y = np.full((len(ids), int(self.epochs.max(initial=1))), np.nan)
+        y[inverse.reshape(-1), self.epochs - 1] = self.scores
         order = np.argsort(first, kind="stable")
-        return ids[order], means[order]
+        return ids[order], cell_means(y)[order]
 
 
 def is_inspect_log(path: Path | str) -> bool:
@@ -154,8 +157,15 @@ def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str
 
 def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str | None = None,
                   scorer: str | None = None) -> ScoreTable:
-    """The logs of several models as one items × models table of item means over epochs."""
+    """The logs of several models as one items × models table of item means over epochs.
+
+    With several epochs the table also holds every epoch's score (``repeats``: the epochs are
+    repeated samples), so ``report`` states the between-item / within-item split as the live
+    monitor does with ``run --samples K``; the means are :func:`~monitor.stats.samples.cell_means`
+    of them, the live monitor's item means.
+    """
     from monitor.io.tables import ScoreTable
+    from monitor.stats.samples import cell_means, mean_variance
 
     logs = [read_inspect_log(p, scorer=scorer) for p in paths]
     tasks = sorted({log.task for log in logs})
@@ -166,17 +176,23 @@ def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str
     model_index: dict[str, int] = {}
     for log in logs:
         model_index.setdefault(model or log.model, len(model_index))
-        for i in log.item_means()[0].tolist():
+        for i in log.item_ids.tolist():
             item_index.setdefault(i, len(item_index))
-    scores = np.full((len(item_index), len(model_index)), np.nan)
+    k = max((int(log.epochs.max()) for log in logs if len(log)), default=1)
+    y = np.full((len(item_index), len(model_index), k), np.nan)
     for log in logs:
-        ids, means = log.item_means()
-        rows = [item_index[i] for i in ids.tolist()]
         col = model_index[model or log.model]
-        if not np.all(np.isnan(scores[rows, col])):
+        rows = np.fromiter((item_index[i] for i in log.item_ids.tolist()), dtype=np.int64,
+                           count=len(log))
+        cells = y[rows, col, log.epochs - 1]
+        if not np.all(np.isnan(cells)):
             raise InputError(f"model {model or log.model!r} has two logs with the same samples",
                              source=log.source)
-        scores[rows, col] = means
+        y[rows, col, log.epochs - 1] = log.scores
+    repeated = k > 1
     return ScoreTable(source=", ".join(map(str, paths)), benchmark=benchmark or logs[0].task,
                       item_ids=np.asarray(list(item_index), dtype=str),
-                      models=tuple(model_index), scores=scores)
+                      models=tuple(model_index), scores=cell_means(y),
+                      samples=(~np.isnan(y)).sum(axis=-1) if repeated else None,
+                      mean_var=mean_variance(y) if repeated else None,
+                      repeats=y if repeated else None)

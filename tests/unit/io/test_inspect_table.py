@@ -43,3 +43,35 @@ def test_logs_of_several_tasks_need_a_benchmark(logs: dict[str, InspectScores]) 
         inspect_table([Path("a.eval"), Path("b.eval"), Path("c.eval")])
     t = inspect_table([Path("a.eval"), Path("c.eval")], benchmark="mixed")
     assert t.benchmark == "mixed" and t.scores.shape == (5, 1)
+
+
+def test_epochs_are_repeated_samples_as_in_a_table_with_a_sample_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two epochs per sample: the table holds each epoch as a sample, so report states the
+    between/within split — the same table as the long table of the same scores with a
+    ``sample`` column (what post sends and run --samples 2 holds)."""
+    from monitor.io.tables import read_table
+
+    rng = np.random.default_rng(7)
+    ids = [f"q{i}" for i in range(20)]
+    logs = {}
+    rows = ["item_id,model,sample,score"]
+    for name in ("m1", "m2"):
+        scores = (rng.uniform(size=40) < 0.6).astype(float)
+        epochs = np.repeat([1, 2], 20)
+        logs[f"{name}.eval"] = InspectScores(
+            source=f"{name}.eval", task="arith", model=name, scorer="match", status="success",
+            item_ids=np.asarray(ids * 2, dtype=object), epochs=epochs, scores=scores)
+        rows += [f"{i},{name},{e - 1},{s:g}" for i, e, s in zip(ids * 2, epochs, scores,
+                                                                 strict=True)]
+    monkeypatch.setattr(inspect_io, "read_inspect_log", lambda p, *, scorer=None: logs[str(p)])
+    t = inspect_table([Path("m1.eval"), Path("m2.eval")])
+    long = tmp_path / "long.csv"
+    long.write_text("\n".join(rows) + "\n")
+    ref = read_table(long, benchmark="arith")
+    assert t.models == ref.models and t.item_ids.tolist() == ref.item_ids.tolist()
+    for name in ("scores", "samples", "mean_var", "repeats"):
+        got, want = getattr(t, name), getattr(ref, name)
+        assert want is not None, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert t.sample_count() == 2.0
