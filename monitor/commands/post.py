@@ -105,8 +105,9 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     stream = ReplayStream(blocks)  # file order: item by item, models left to right
     for batch in stream.batches(10_000):
         for ev in batch:
+            sample = f", sample {ev.sample}" if ev.sample else ""
             yield (ev.model_dump(mode="json", exclude_none=True),
-                   f"{path}: item {ev.item_id}, model {ev.model}")
+                   f"{path}: item {ev.item_id}, model {ev.model}{sample}")
 
 
 def outcomes(report: PostReport) -> str:

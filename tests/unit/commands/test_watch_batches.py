@@ -108,3 +108,17 @@ def test_post_reads_the_last_line_without_its_newline(tmp_path: Path, read_lines
     # watch, by contrast, waits for the newline of a line still being written
     follower = SamplesFollower(path, model="m")
     assert len(follower.read_new()) == 4
+
+
+def test_each_result_of_a_repeated_sample_table_has_its_own_label(tmp_path: Path) -> None:
+    """A rejection names the sample too: item and model alone name K results."""
+    table = tmp_path / "rep.csv"
+    table.write_text("item_id,model,sample,score\nq0,a,0,1\nq0,a,1,0\nq0,a,2,1\nq1,a,0,0\n"
+                     "q1,a,1,0\nq1,a,2,1\n")
+    pairs = list(post_cmd.file_events(table, benchmark="b", model=None, metric=None,
+                                      filter=None, scorer=None, exclude=(), cluster_col=None))
+    labels = [label for _, label in pairs]
+    assert len(set(labels)) == len(labels) == 6
+    assert {(e["item_id"], e.get("sample", 0)) for e, _ in pairs} == {
+        (f"q{i}", k) for i in range(2) for k in range(3)}
+    assert f"{table}: item q0, model a, sample 2" in labels
