@@ -304,9 +304,11 @@ class MonitorClient(_Base):
         (e.g. ``file:line``) for the report's rejections."""
         return self.post_labelled(_labelled(events, sources))
 
-    def post_labelled(self, pairs: Iterable[tuple[Event, str | None]]) -> PostReport:
-        """:meth:`post` of (event, label) pairs."""
-        report = PostReport()
+    def post_labelled(self, pairs: Iterable[tuple[Event, str | None]], *,
+                      into: PostReport | None = None) -> PostReport:
+        """:meth:`post` of (event, label) pairs. The account is kept in ``into`` when given,
+        so a caller still has the account of the acknowledged batches when a later one fails."""
+        report = PostReport() if into is None else into
         offset = 0
         for lines, labels in _batches(pairs, size=self.batch_size, max_bytes=self.max_bytes):
             reply, retries = self.request("POST", _RESULTS, b"\n".join(lines) + b"\n")
@@ -370,9 +372,10 @@ class AsyncMonitorClient(_Base):
         """Send ``events`` in batches, one request at a time (the monitor applies them in order)."""
         return await self.post_labelled(_labelled(events, sources))
 
-    async def post_labelled(self, pairs: Iterable[tuple[Event, str | None]]) -> PostReport:
-        """:meth:`post` of (event, label) pairs."""
-        report = PostReport()
+    async def post_labelled(self, pairs: Iterable[tuple[Event, str | None]], *,
+                            into: PostReport | None = None) -> PostReport:
+        """:meth:`post` of (event, label) pairs; ``into`` as for MonitorClient."""
+        report = PostReport() if into is None else into
         offset = 0
         for lines, labels in _batches(pairs, size=self.batch_size, max_bytes=self.max_bytes):
             reply, retries = await self.request("POST", _RESULTS, b"\n".join(lines) + b"\n")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._output import emit
-from monitor.errors import ConfigError, InputError
+from monitor.errors import ConfigError, InputError, MonitorError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -153,11 +153,18 @@ def register(app: typer.Typer) -> None:
         token = read_token(token_file)
         report = PostReport()
         with MonitorClient(url, token=token, batch_size=batch_size) as client:
-            for path in files:
-                pairs = file_events(path, benchmark=benchmark, model=model, metric=metric,
-                                    filter=filter, scorer=scorer,
-                                    exclude=tuple(exclude or ()), cluster_col=cluster_col)
-                report = report.merge(client.post_labelled(pairs))
+            try:
+                for path in files:
+                    pairs = file_events(path, benchmark=benchmark, model=model, metric=metric,
+                                        filter=filter, scorer=scorer,
+                                        exclude=tuple(exclude or ()), cluster_col=cluster_col)
+                    client.post_labelled(pairs, into=report)
+            except MonitorError:
+                if report.batches:  # what the monitor took before the error stays taken
+                    print(f"llm-monitor: post: before the error the monitor answered "
+                          f"{report.events} results in {report.batches} request(s): "
+                          f"{outcomes(report)}", file=sys.stderr, flush=True)
+                raise
         emit(report.as_dict() | {"files": [str(f) for f in files]}, as_json=as_json,
              human=lambda console: render_report(report, [str(f) for f in files], console))
         if report.conflict or report.invalid:

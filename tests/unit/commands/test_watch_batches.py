@@ -122,3 +122,26 @@ def test_each_result_of_a_repeated_sample_table_has_its_own_label(tmp_path: Path
     assert {(e["item_id"], e.get("sample", 0)) for e, _ in pairs} == {
         (f"q{i}", k) for i in range(2) for k in range(3)}
     assert f"{table}: item q0, model a, sample 2" in labels
+
+
+def test_post_states_what_the_monitor_took_before_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The first file is acknowledged, the second has a bad line: the error names the line and
+    the account of the first file is not lost with it."""
+    from monitor.cli import main
+    from monitor.client import MonitorClient
+
+    def acknowledge(self: MonitorClient, method: str, path: str,
+                    body: bytes | None = None) -> tuple[dict[str, int], int]:
+        n = len((body or b"").splitlines())
+        return {"events": n, "accepted": n}, 0
+
+    monkeypatch.setattr(MonitorClient, "request", acknowledge)
+    good = _samples(tmp_path / "good", _lines(3))
+    bad = _samples(tmp_path / "bad", [*_lines(2), '{"doc_id": 9, "acc": 7}\n'])
+    assert main(["post", str(good), str(bad), "--url", URL]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, line 3, field 'acc'" in err
+    assert ("before the error the monitor answered 3 results in 1 request(s): accepted 3, "
+            "duplicate 0, conflict 0, invalid 0") in err
