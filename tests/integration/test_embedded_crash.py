@@ -244,7 +244,7 @@ def test_sigkill_under_four_concurrent_clients(shared_data: Path, tmp_path: Path
 
     def client(k: int) -> None:
         share = shares[k]
-        sizes = np.random.default_rng(k).integers(200, 900, size=200)
+        sizes = np.random.default_rng(k).integers(20, 120, size=1000)  # many commits
         cuts = [0, *np.cumsum(sizes).tolist()]
         for lo, hi in itertools.pairwise(cuts):
             batch = share[lo:min(hi, len(share))]
@@ -282,7 +282,7 @@ def test_sigkill_under_four_concurrent_clients(shared_data: Path, tmp_path: Path
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads) and kills < 6:
-            time.sleep(float(rng.uniform(0.05, 0.5)))
+            time.sleep(float(rng.uniform(0.05, 0.3)))
             if not any(t.is_alive() for t in threads):
                 break
             proc = srv.proc
