@@ -161,7 +161,7 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
 @pytest.mark.parametrize("case, expect", [
     (["compare", "{empty}", "--a", "m1", "--b", "m2"], "empty"),
     (["compare", "{garbage}", "--a", "m1", "--b", "m2"], "garbage"),
-    (["compare", "{table}", "--a", "m1", "--b", "m9"], "model 'm9' not found"),
+    (["compare", "{table}", "--a", "m1", "--b", "m9"], "model 'm9' is not a column"),
     (["compare", "{table}", "--a", "m1", "--b", "m1"], "two different models"),
     (["compare", "{table}", "--a", "m1", "--b", "m2", "--B", "5"], "--B"),
     (["leakage", "{empty}", "{good}"], "empty"),
@@ -181,7 +181,7 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
     (["verdict", "--compare-json", "{garbage}", "--leakage-json", "{garbage}",
       "--stability-json", "{garbage}"], "not the JSON output"),
     (["verdict", "--compare-json", "{good}", "--leakage-json", "{good}",
-      "--stability-json", "{good}"], "compare is missing"),
+      "--stability-json", "{good}"], "not the JSON output of `llm-monitor leakage --json`: no leak_share"),
 ])
 def test_bad_input_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     case: list[str], expect: str) -> None:
