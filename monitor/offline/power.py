@@ -121,8 +121,9 @@ class SamplesPlan:
     samples_needed_exact: float | None  # with n items: the fewest samples that resolve
 
     def answers(self) -> float:
-        """Answers per model to resolve at K samples: N*(K) · K."""
-        return self.n_star_exact * self.samples
+        """Answers per model to resolve at K samples: ⌈N*(K)⌉ whole items · K (as the more
+        answers of :meth:`cheaper` count them)."""
+        return _ceil(self.n_star_exact) * self.samples
 
     def cheaper(self) -> tuple[str, str]:
         """("items" | "samples" | "resolved" | "neither", why)."""

@@ -107,7 +107,8 @@ def test_samples_plan_follows_the_within_item_formula(capsys: pytest.CaptureFixt
     fig = plan.samples.to_dict()
     assert fig["sigma_d2_samples"] == pytest.approx(s2k, rel=1e-12)
     assert fig["n_star_samples"] == math.ceil(z * z * s2k / 0.05**2) == 412
-    assert fig["answers_per_model"] == math.ceil(z * z * s2k / 0.05**2 * k)
+    # whole items, each answered K times (not ⌈N*(K) · K⌉, which would split an item)
+    assert fig["answers_per_model"] == fig["n_star_samples"] * k == 412 * 4
     # K needed at 700 items: the smallest K with z² σ_D²(K)/δ² ≤ 700, by brute force
     brute = next(kk for kk in range(1, 100) if z * z * s2 * (1 - w + w / kk) / 0.05**2 <= 700)
     assert fig["samples_needed"] == brute == 2
