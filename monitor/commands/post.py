@@ -70,7 +70,13 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
                 cluster_col: str | None) -> Iterator[tuple[dict[str, Any], str]]:
     """(result, label) of every result in one file, in file order."""
     from monitor.io.inspect import is_inspect_log
-    from monitor.io.lmeval import SamplesFollower, looks_like_samples, model_from_dir
+    from monitor.io.lmeval import (
+        SamplesFollower,
+        group_name,
+        looks_like_samples,
+        model_from_dir,
+        task_of,
+    )
 
     if path.is_dir():  # a harness output directory: its samples files and logs, in name order
         from monitor.io.sources import harness_files
@@ -79,7 +85,14 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
         if not samples and not logs:
             raise InputError("no samples_*.jsonl or inspect_ai logs in this directory",
                              source=str(path))
-        for inner in (*samples, *logs):
+        # The subtasks of a group (mmlu_anatomy, mmlu_astronomy, …) as report reads them.
+        tasks = {task_of(p) for p in samples}
+        group = benchmark or (group_name(sorted(tasks)) if len(tasks) > 1 else None) or None
+        for inner in samples:
+            yield from file_events(inner, benchmark=group, model=model, metric=metric,
+                                   filter=filter, scorer=scorer, exclude=exclude,
+                                   cluster_col=cluster_col)
+        for inner in logs:
             yield from file_events(inner, benchmark=benchmark, model=model, metric=metric,
                                    filter=filter, scorer=scorer, exclude=exclude,
                                    cluster_col=cluster_col)

@@ -263,7 +263,7 @@ def samples_table(
         raise InputError("no samples files given", source="samples")
     tasks = [task_of(p) for p in paths]
     if benchmark is None and len(set(tasks)) > 1:
-        benchmark = _common_prefix(tasks)
+        benchmark = group_name(tasks)
         if not benchmark:
             raise InputError(f"samples of unrelated tasks ({', '.join(sorted(set(tasks)))}): "
                              "pass --benchmark to read them as one group, or give the files "
@@ -300,8 +300,10 @@ def samples_table(
     )
 
 
-def _common_prefix(tasks: Sequence[str]) -> str:
-    """The longest common ``_``-separated prefix of task names (``mmlu_a``, ``mmlu_b`` → ``mmlu``)."""
+def group_name(tasks: Sequence[str]) -> str:
+    """The group the files of several tasks are read as when no benchmark is named: the longest
+    common ``_``-separated prefix of the task names (``mmlu_a``, ``mmlu_b`` → ``mmlu``; "" for
+    unrelated tasks). ``report``, ``compare`` and ``post`` of a directory name it alike."""
     parts = [t.split("_") for t in tasks]
     common: list[str] = []
     for words in zip(*parts, strict=False):

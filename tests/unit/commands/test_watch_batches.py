@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from monitor.client import ClientError, PostReport
@@ -145,3 +146,30 @@ def test_post_states_what_the_monitor_took_before_an_error(
     assert f"{bad}, line 3, field 'acc'" in err
     assert ("before the error the monitor answered 3 results in 1 request(s): accepted 3, "
             "duplicate 0, conflict 0, invalid 0") in err
+
+
+def test_post_of_a_directory_reads_a_group_as_report_does(tmp_path: Path) -> None:
+    """Subtask files of a group without --benchmark: post sends the group report reads
+    (benchmark mmlu, ids <task>/<doc_id>, the subtasks as clusters), not one board per subtask."""
+    from monitor.io.sources import read_scores
+
+    rng = np.random.default_rng(3)
+    for model in ("org__a", "org__b"):
+        for task in ("mmlu_anatomy", "mmlu_astronomy"):
+            d = tmp_path / model
+            d.mkdir(exist_ok=True)
+            (d / f"samples_{task}_2024-01-01T00-00-00.jsonl").write_text("".join(
+                json.dumps({"doc_id": i, "doc": {}, "acc": float(rng.uniform() < 0.6)}) + "\n"
+                for i in range(4)))
+    events = [e for e, _ in post_cmd.file_events(
+        tmp_path, benchmark=None, model=None, metric=None, filter=None, scorer=None,
+        exclude=(), cluster_col=None)]
+    table = read_scores(tmp_path)
+    assert table.benchmark == "mmlu" and {e["benchmark"] for e in events} == {"mmlu"}
+    cells = {(str(e["item_id"]), str(e["model"])): (e["score"], e["cluster"]) for e in events}
+    assert len(cells) == len(events) == 16
+    groups = table.groups
+    assert groups is not None
+    want = {(i, m): (table.scores[r, c], groups[r]) for r, i in enumerate(table.item_ids.tolist())
+            for c, m in enumerate(table.models)}
+    assert cells == want
