@@ -175,8 +175,9 @@ def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows:
                        f"resolved ({clustered} cl) · {ranking.get('tiers', 0)} tiers · ranking "
                        f"{'RESOLVED' if ranking.get('resolved') else 'open'}", width),
                   style="bold")
-    legend = Text(_fit(f"E≥1/γ={thr} resolves a pair for good · cl✓: cluster CS excl. 0 · "
-                       "ev: logE/log(1/γ)", width), style="dim")
+    # Every code of the column heads, whole at 80 columns even with a range of thresholds.
+    legend = Text(_fit(f"E≥1/γ={thr} resolves · T tier · cl✓ cluster CS excl. 0 · "
+                       "ev logE/log(1/γ)", width), style="dim")
     head = Text(f"{'#':>2} {'model':<{name_w}} {'mean':>5} {'ranks':>5} {'T':>2} "
                 f"{'vs next':<9} {'cl':<2} {'δ̂':>7} {'q_AV':>5} {'ev':>4}", style="bold")
     lines = [status, legend, head]

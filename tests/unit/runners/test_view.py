@@ -68,3 +68,23 @@ def test_view_fits_the_terminal_and_starts_with_the_urls(width: int, height: int
     assert len(set(shown)) == len(shown)
     assert "†" in "\n".join(rows)  # a negative δ̂ is marked…
     assert any("† δ̂<0" in line for line in lines)  # …and explained
+
+
+def _printed(view: Any, width: int, height: int) -> list[str]:
+    console = Console(width=width, height=height, record=True, color_system=None,
+                      legacy_windows=False)
+    console.print(view)
+    return console.export_text().rstrip("\n").split("\n")
+
+
+@pytest.mark.parametrize("threshold", [[19840.0], [19840.0, 79000.0]])
+def test_the_legend_is_whole_at_80_columns_and_names_every_column_code(
+        threshold: list[float]) -> None:
+    ranking = _ranking(6)
+    for i, p in enumerate(ranking["pairs"]):
+        p["e_threshold"] = threshold[i % len(threshold)]
+    lines = _printed(rankings_view({"b": ranking}, width=80, height=24), 80, 24)
+    legend = next(line for line in lines if line.startswith("E≥1/γ="))
+    assert "…" not in legend, legend
+    for code in ("T tier", "cl", "ev"):
+        assert code in legend, legend
