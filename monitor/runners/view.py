@@ -236,17 +236,22 @@ def rankings_view(rankings: Mapping[str, Mapping[str, Any]], *, width: int = 80,
                    for line in wrapped[:2]]
     if not rankings:
         return Group(*top, Text("waiting for results…", style="dim"), *bottom)
-    # One note line under the tables; each benchmark has 3 lines of heads.
-    room = max(height - len(top) - len(bottom) - 1 - 3 * len(rankings), len(rankings))
-    share = max(room // len(rankings), 1)
+    # One note line under the tables; each benchmark has 3 lines of heads and at least one
+    # model line, so only the benchmarks that fit so are shown (the first ones).
+    free = height - len(top) - len(bottom) - 1
+    shown = list(rankings.items())[:max(free // 4, 1)]
+    room = max(free - 3 * len(shown), len(shown))
+    share = max(room // len(shown), 1)
     body: list[Text] = []
     left_out, negative = 0, False
-    for bench, ranking in rankings.items():
+    for bench, ranking in shown:
         lines, hidden, neg = board_lines(bench, ranking, width=width, rows=share)
         body += lines
         left_out += hidden
         negative |= neg
     notes = []
+    if len(shown) < len(rankings):
+        notes.append(f"+{len(rankings) - len(shown)} benchmarks not shown: board")
     if left_out:
         notes.append(f"+{left_out} models below: board, /ranking")
     if negative:

@@ -77,6 +77,20 @@ def _printed(view: Any, width: int, height: int) -> list[str]:
     return console.export_text().rstrip("\n").split("\n")
 
 
+def test_many_benchmarks_keep_the_view_inside_the_terminal_and_the_next_steps_on_it() -> None:
+    # Seven benchmarks of 4 models: 3 heads + 1 row each would need 28 lines of 24.
+    rankings = {f"bench {i}": _ranking(4) for i in range(7)}
+    lines = _printed(rankings_view(rankings, width=80, height=24, urls=["board http://h/"],
+                                   progress=Progress(10, 10, 0.0, True),
+                                   next_steps=["next: board http://h/"]), 80, 24)
+    assert len(lines) <= 24, lines
+    assert "next: board" in lines[-1], lines
+    shown = [b for b in rankings if any(line.startswith(f"{b}:") for line in lines)]
+    assert shown == list(rankings)[:len(shown)] and 0 < len(shown) < len(rankings)
+    assert any(f"+{len(rankings) - len(shown)} benchmarks not shown" in line
+               for line in lines), lines
+
+
 @pytest.mark.parametrize("threshold", [[19840.0], [19840.0, 79000.0]])
 def test_the_legend_is_whole_at_80_columns_and_names_every_column_code(
         threshold: list[float]) -> None:
