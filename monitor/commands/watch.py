@@ -57,6 +57,7 @@ class FileState:
     metric: str | None = None
     filter: str | None = None
     model: str | None = None
+    benchmark: str | None = None
     posted: list[str] = field(default_factory=list)
     size: int = -1
     mtime_ns: int = -1
@@ -125,20 +126,30 @@ def _candidates(root: Path, state_path: Path) -> list[tuple[Path, str]]:
 
 def _new_lmeval(path: Path, fs: FileState, opts: Options, max_lines: int
                 ) -> tuple[list[tuple[dict[str, Any], str]], FileState]:
-    from monitor.io.lmeval import SamplesFollower, model_from_dir
+    from monitor.io.lmeval import SamplesFollower, model_from_dir, task_of
 
     size = path.stat().st_size
     if size < fs.offset:
         raise InputError(f"shrank below the {fs.offset} bytes already posted; the file was "
                          "rewritten (remove its entry from the state file to post it anew)",
                          source=str(path))
+    benchmark = opts.benchmark or task_of(path)
+    if fs.lineno:  # the rest of a file goes where its first lines went, or not at all
+        for option, kept, given in (("benchmark", fs.benchmark, benchmark),
+                                    ("model", fs.model, opts.model),
+                                    ("metric", fs.metric, opts.metric),
+                                    ("filter", fs.filter, opts.filter)):
+            if kept is not None and given is not None and kept != given:
+                raise ConfigError(f"{path}: its first {fs.lineno} lines were posted with "
+                                  f"{option} {kept!r}, not {given!r}: watch it with --{option} "
+                                  f"{kept}, or with another --state to post it anew")
     follower = SamplesFollower(path, model=fs.model or opts.model or model_from_dir(path),
                                benchmark=opts.benchmark, offset=fs.offset, lineno=fs.lineno,
                                metric=fs.metric or opts.metric, filter=fs.filter or opts.filter)
     pairs = follower.read_new(max_lines=max_lines)
     return pairs, FileState(kind="lmeval", offset=follower.offset, lineno=follower.lineno,
                             metric=follower.metric, filter=follower.filter,
-                            model=follower.model)
+                            model=follower.model, benchmark=benchmark)
 
 
 def _new_inspect(path: Path, fs: FileState, opts: Options, max_lines: int

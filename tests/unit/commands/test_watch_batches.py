@@ -173,3 +173,34 @@ def test_post_of_a_directory_reads_a_group_as_report_does(tmp_path: Path) -> Non
     want = {(i, m): (table.scores[r, c], groups[r]) for r, i in enumerate(table.item_ids.tolist())
             for c, m in enumerate(table.models)}
     assert cells == want
+
+
+def _scan(root: Path, client: FakeClient, opts: Options) -> PostReport:
+    """One scan by a watcher (re)started on ``root``'s state file."""
+    state = WatchState(root / STATE_NAME, URL)
+    return scan_once(root, state, client, opts, threading.Event())  # type: ignore[arg-type]
+
+
+def test_a_restart_with_other_options_does_not_split_a_file(tmp_path: Path) -> None:
+    """The rest of a file goes to the benchmark (and model, metric, filter) its first lines
+    went to: a restart with another --benchmark is refused, naming the file."""
+    from monitor.errors import ConfigError
+
+    path = _samples(tmp_path, _lines(3))
+    group = Options(benchmark="grp", model=None, metric=None, filter=None, scorer=None)
+    first = FakeClient(batch_size=10, ok=10)
+    _scan(tmp_path, first, group)
+    assert first.sent == [["task/0", "task/1", "task/2"]]
+    with path.open("a") as fh:
+        fh.write(_lines(4)[3])
+    plain = Options(benchmark=None, model=None, metric=None, filter=None, scorer=None)
+    restarted = FakeClient(batch_size=10, ok=10)
+    with pytest.raises(ConfigError, match=r"first 3 lines were posted with benchmark 'grp', "
+                                          r"not 'task'"):
+        _scan(tmp_path, restarted, plain)
+    assert restarted.sent == []
+    other_model = Options(benchmark="grp", model="org/x", metric=None, filter=None, scorer=None)
+    with pytest.raises(ConfigError, match="model 'org/m', not 'org/x'"):
+        _scan(tmp_path, restarted, other_model)
+    _scan(tmp_path, restarted, group)
+    assert restarted.sent == [["task/3"]]
