@@ -208,7 +208,9 @@ def _ranking_plot(report: ResolutionReport, ci: dict[str, tuple[float, float]]) 
                 ax.axhspan(min(rows) - 0.5, max(rows) + 0.5, color="0.9", zorder=0)
             ax.text(1.01, (min(rows) + max(rows)) / 2, f"tier {t}", transform=ax.get_yaxis_transform(),
                     va="center", fontsize=8)
-    ax.set_yticks(y, [f"{e.rank}. {_short(e.model, 40)}" for e in entries], fontsize=8)
+    # Names are text: never mathtext, where two $ typeset a formula or fail to parse.
+    ax.set_yticks(y, [f"{e.rank}. {_short(e.model, 40)}" for e in entries], fontsize=8,
+                  parse_math=False)
     ax.invert_yaxis()
     ax.set_xlabel("mean score (horizontal bars: interval of the mean; grey bands: every other tier)")
     ax.grid(axis="x", color="0.85")
@@ -234,7 +236,7 @@ def _q_plot(pairs: Sequence[_Pair], names: Callable[[_Pair], str]) -> str:
     ax.text(1.0, -0.9, " q = 1: resolved", fontsize=8, va="bottom")
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_yticks(y, [names(p) for p in pairs], fontsize=7)
+    ax.set_yticks(y, [names(p) for p in pairs], fontsize=7, parse_math=False)
     ax.set_ylim(len(pairs) - 0.5, -1.2)
     ax.set_xlabel("q = N / N* (log scale; right of the dashed line: resolved in that sense)")
     ax.legend(loc="lower right", fontsize=8, framealpha=1)
@@ -307,7 +309,8 @@ def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_P
         ax.text(1.005, base + 0.4, f"1/γ={math.exp(thr):.2g}  E={10 ** min(end, 300.0):.2g}"
                 + ("+" if end > 300 else ""), transform=ax.get_yaxis_transform(), fontsize=6.5,
                 va="center")
-    ax.set_yticks(np.arange(len(pairs))[::-1] + 0.4, [names(p) for p in pairs], fontsize=7)
+    ax.set_yticks(np.arange(len(pairs))[::-1] + 0.4, [names(p) for p in pairs], fontsize=7,
+                  parse_math=False)
     ax.set_ylim(-0.3, len(pairs) + 0.1)
     ax.set_xlabel("paired items n, in the replay's order (lane: log E_n from E = 1 up to "
                   "the threshold 1/γ, dashed; ▼ decision)", fontsize=8)

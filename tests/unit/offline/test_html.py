@@ -102,6 +102,21 @@ def test_small_board_page_has_every_model_pair_and_section_escaped() -> None:
         assert path.size == int(report.figures.n[k])
 
 
+def test_names_with_dollar_signs_are_drawn_as_written_never_as_mathtext() -> None:
+    # Two $ make matplotlib typeset the text between them as math: a name with an unknown
+    # command then stops the page (ParseFatalException), a valid one shows a formula.
+    table = small_table()
+    names = ("x$\\undefinedcmd{$y", "a$\\frac{1}{2}$b", "cost $5", "plain")
+    table = ScoreTable(source=table.source, benchmark=table.benchmark, item_ids=table.item_ids,
+                       models=names, scores=table.scores)
+    report = with_anytime(build_report(table, rank_method="simultaneous"), table)
+    text = render_html(report, table)
+    check_page(text, report.as_dict())
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", text)
+    for name in names[:2]:
+        assert any(label.endswith(". " + name) for label in labels), (name, labels)
+
+
 def test_the_page_needs_the_anytime_replay() -> None:
     table = small_table()
     with pytest.raises(ValueError, match="with_anytime"):
