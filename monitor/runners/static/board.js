@@ -109,7 +109,7 @@
         el("td", { class: "name" }, p.model_a + " vs " + p.model_b),
         el("td", {}, p.n.toLocaleString("en")),
         el("td", { title: "cs [" + fmt(p.cs_low) + ", " + fmt(p.cs_high) + "]" }, (p.delta >= 0 ? "+" : "") + fmt(p.delta, 4) + mark),
-        el("td", { class: done ? "resolved" : "unresolved" }, verdict),
+        el("td", { class: "verdict " + (done ? "resolved" : "unresolved") }, verdict),
         el("td", { class: cl && cl.excludes_zero ? "resolved" : "unresolved" }, clText),
         el("td", { class: "bar" }, meter(p.q_anytime, "q_AV " + fmt(p.q_anytime, 2), p.q_anytime >= 1)),
         el("td", { class: "bar" }, meter(evidence, "E " + sci(p.e_value) + " / " + sci(thr), done)));

@@ -1,0 +1,90 @@
+"""The live board with hostile and long names, in headless Chromium.
+
+A benchmark named with spaces, a slash and non-ASCII letters; models named with markup,
+quotes and a long name that wins its pair. The page must show every name as text (no
+element, no script run), select the benchmark from the fragment, and keep the pair column
+readable when a verdict names a long winner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import pytest
+
+from tests.integration.browser_harness import Chromium
+from tests.integration.embedded_harness import Server
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+BENCH = "team a/évals ✓ (5-shot)"
+MODELS = ("merged(2026-02, probably gemini-3.1-pro) with a long suffix",
+          "<script>window.__pwned = 1</script>",
+          'mod"el \'q\' & <b>bold</b>',
+          "</td><img src=x onerror=\"window.__pwned = 2\">")
+ACCURACY = (0.9, 0.55, 0.5, 0.2)
+
+
+def _results() -> list[dict[str, object]]:
+    rng = np.random.default_rng(12)
+    x = rng.random((800, len(MODELS))) < np.array(ACCURACY)
+    return [{"benchmark": BENCH, "item_id": f"q{i}", "model": m, "score": int(x[i, j])}
+            for i in range(x.shape[0]) for j, m in enumerate(MODELS)]
+
+
+def test_board_shows_hostile_names_as_text_and_keeps_the_pair_column_readable(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path / "monitor.db")
+    server.start()
+    browser = Chromium(tmp_path)
+    try:
+        browser.start()
+        base = f"http://127.0.0.1:{server.port}"
+        req = urllib.request.Request(base + "/v1/results", data=json.dumps(_results()).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 202
+        with urllib.request.urlopen(
+                f"{base}/v1/benchmarks/{urllib.parse.quote(BENCH, safe='')}/ranking",
+                timeout=60) as resp:
+            api = json.loads(resp.read())
+        asyncio.run(_drive(browser, base, api, tmp_path))
+    finally:
+        browser.stop()
+        server.stop()
+
+
+async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path) -> None:
+    models = api["models"]
+    pairs = api["pairs"]
+    assert isinstance(models, list) and isinstance(pairs, list)
+    # The long name wins its pair: its verdict names it.
+    assert pairs[0]["model_a"] == MODELS[0] and pairs[0]["verdict"] == f"resolved:{MODELS[0]}"
+    async with aiohttp.ClientSession() as http:
+        tab = await browser.tab(http)
+        try:
+            await tab.navigate(f"{base}/#b={urllib.parse.quote(BENCH, safe='')}")
+            await tab.wait_for("document.querySelectorAll('#ranking tbody tr').length === 4")
+            assert await tab.evaluate("document.getElementById('bench').value") == BENCH
+            shown = await tab.evaluate(
+                "Array.from(document.querySelectorAll('#ranking tbody td.name'))"
+                ".map(td => td.textContent)")
+            assert shown == [m["model"] for m in models]
+            # Names are text: no element of theirs, no script of theirs ran.
+            assert await tab.evaluate("document.querySelectorAll('main img, table b, #changes b').length") == 0
+            assert await tab.evaluate("window.__pwned === undefined") is True
+            # A verdict naming the long winner leaves the pair's names room to read.
+            widths = await tab.evaluate(
+                "Array.from(document.querySelectorAll('#pairs tbody td.name'))"
+                ".map(td => td.getBoundingClientRect().width)")
+            assert len(widths) == len(pairs) and min(widths) >= 200, widths
+            await tab.screenshot(tmp / "board-names.png")
+            assert not tab.errors, tab.errors
+        finally:
+            await tab.close()
