@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str | None, typer.Option(help="lm-eval: per-sample metric")] = None,
         filter: Annotated[str | None, typer.Option(
             "--filter", help="lm-eval: the filter, e.g. flexible-extract")] = None,
+        scorer: Annotated[str | None, typer.Option(
+            help="inspect_ai logs: the scorer (default: the log's first)")] = None,
         n_resamples: Annotated[int, typer.Option("--B", help="bootstrap resamples")] = 10_000,
         seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
         alpha: Annotated[float, typer.Option(help="two-sided level")] = 0.05,
@@ -88,7 +90,7 @@ def register(app: typer.Typer) -> None:
         if zero_method not in ZEROS:
             raise ValueError(f"--zero-method must be wilcox, pratt or zsplit, got {zero_method!r}")
         fig = compare_table(path, a=a, b=b, exclude=tuple(exclude or ()), id_col=id_col,
-                            benchmark=benchmark, metric=metric, filter=filter,
+                            benchmark=benchmark, metric=metric, filter=filter, scorer=scorer,
                             n_resamples=n_resamples, seed=seed,
                             alpha=alpha, power=power,
                             zero_method=cast("ZeroMethod", zero_method)).to_dict()

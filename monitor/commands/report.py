@@ -298,6 +298,8 @@ def register(app: typer.Typer) -> None:
         filter: Annotated[str | None, typer.Option(
             "--filter", help="lm-eval samples: the filter, e.g. flexible-extract (default: "
             "the first in the file)")] = None,
+        scorer: Annotated[str | None, typer.Option(
+            help="inspect_ai logs: the scorer (default: the log's first)")] = None,
         cluster_col: Annotated[str | None, typer.Option(
             "--cluster-col", help="item groups as sampled clusters (inflates N* by DE)")] = None,
         strata_col: Annotated[str | None, typer.Option(
@@ -371,7 +373,7 @@ def register(app: typer.Typer) -> None:
         if limit < 0:
             raise ConfigError(f"--limit must be 0 (all) or more, got {limit}")
         table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
-                            id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
+                            scorer=scorer, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
                             exclude=_split(exclude), na_as_wrong=not na_as_absent)
         if complete_only or top is not None:
             table = select_models(table, complete_only=complete_only, top=top)

@@ -240,7 +240,7 @@ def columns_not_compared(path: Path, *, a: str, b: str, id_col: str | None) -> t
 def read_compared(
     path: str | Path, *, a: str, b: str, exclude: tuple[str, ...] = (),
     id_col: str | None = None, benchmark: str | None = None, metric: str | None = None,
-    filter: str | None = None,
+    filter: str | None = None, scorer: str | None = None,
 ) -> ScoreTable:
     """The table of a comparison: harness output (lm-eval samples, inspect_ai logs) or a
     table read with only the columns of ``a`` and ``b`` as models."""
@@ -248,7 +248,8 @@ def read_compared(
 
     path = Path(path)
     if is_harness_source(path):
-        return read_scores(path, benchmark=benchmark, metric=metric, filter=filter)
+        return read_scores(path, benchmark=benchmark, metric=metric, filter=filter,
+                           scorer=scorer)
     unused = columns_not_compared(path, a=a, b=b, id_col=id_col)
     return read_table(path, id_col=id_col, exclude=tuple(dict.fromkeys((*exclude, *unused))),
                       benchmark=benchmark)
@@ -259,7 +260,7 @@ def compare_table(
     id_col: str | None = None, benchmark: str | None = None, n_resamples: int = 10_000,
     seed: int = 0, alpha: float = 0.05, power: float = 0.8,
     zero_method: pt.ZeroMethod = "wilcox", suspect_items: Collection[str] = (),
-    metric: str | None = None, filter: str | None = None,
+    metric: str | None = None, filter: str | None = None, scorer: str | None = None,
 ) -> CompareResult:
     """Read a score table and compare models ``a`` and ``b`` on the items both have.
 
@@ -275,7 +276,7 @@ def compare_table(
     if n_resamples < 100:
         raise ValueError(f"--B must be at least 100, got {n_resamples}")
     table = read_compared(path, a=a, b=b, exclude=exclude, id_col=id_col, benchmark=benchmark,
-                          metric=metric, filter=filter)
+                          metric=metric, filter=filter, scorer=scorer)
     for m in (a, b):
         if m not in table.models:
             shown = ", ".join(table.models[:12]) + (" …" if len(table.models) > 12 else "")

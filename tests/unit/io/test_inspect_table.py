@@ -75,3 +75,32 @@ def test_epochs_are_repeated_samples_as_in_a_table_with_a_sample_column(
         assert want is not None, name
         np.testing.assert_array_equal(got, want, err_msg=name)
     assert t.sample_count() == 2.0
+
+
+def test_report_and_compare_read_the_scorer_named(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A log with two scorers: report and compare take --scorer as post and watch do."""
+    import json
+
+    from monitor.cli import main
+
+    by_scorer = {"first": ([1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]),
+                 "second": ([0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0])}
+
+    def read(p: Path, *, scorer: str | None = None) -> InspectScores:
+        name = Path(p).stem
+        values = by_scorer[scorer or "first"][0 if name == "m1" else 1]
+        return _log(str(p), "arith", name, [f"q{i}" for i in range(4)], values)
+
+    monkeypatch.setattr(inspect_io, "read_inspect_log", read)
+    for name in ("m1", "m2"):
+        (tmp_path / f"{name}.eval").write_bytes(b"")
+    for scorer, (a, b) in by_scorer.items():
+        assert main(["report", str(tmp_path), "--scorer", scorer, "--json"]) == 0
+        means = {r["model"]: r["mean"] for r in json.loads(capsys.readouterr().out)["ranking"]}
+        assert means == {"m1": np.mean(a), "m2": np.mean(b)}
+        assert main(["compare", str(tmp_path), "--a", "m1", "--b", "m2", "--scorer", scorer,
+                     "--B", "200", "--json"]) == 0
+        fig = json.loads(capsys.readouterr().out)
+        assert (fig["mean_a"], fig["mean_b"]) == (np.mean(a), np.mean(b))
