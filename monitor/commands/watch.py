@@ -159,17 +159,26 @@ def _new_inspect(path: Path, fs: FileState, opts: Options, max_lines: int
     st = path.stat()
     if st.st_size == fs.size and st.st_mtime_ns == fs.mtime_ns:
         return [], fs
+    events = list(inspect_events(path, benchmark=opts.benchmark, model=opts.model,
+                                 scorer=opts.scorer))
+    if fs.posted and events and fs.benchmark is not None:  # the rest goes where the first went
+        head = events[0][0]
+        for option, kept, given in (("benchmark", fs.benchmark, head["benchmark"]),
+                                    ("model", fs.model, head["model"]),
+                                    ("scorer", fs.metric, opts.scorer)):
+            if kept != given:
+                raise ConfigError(f"{path}: its first {len(fs.posted)} samples were posted "
+                                  f"with {option} {kept!r}, not {given!r}: watch it with the "
+                                  "options of then, or with another --state to post it anew")
     posted = set(fs.posted)
-    pairs = []
-    keys = []
-    for event, label in inspect_events(path, benchmark=opts.benchmark, model=opts.model,
-                                       scorer=opts.scorer):
-        key = f"{event['item_id']}\x1f{event['sample']}"
-        if key not in posted:
-            pairs.append((event, label))
-            keys.append(key)
+    pairs = [(e, label) for e, label in events
+             if f"{e['item_id']}\x1f{e['sample']}" not in posted]
+    keys = [f"{e['item_id']}\x1f{e['sample']}" for e, _ in pairs]
+    head = events[0][0] if events else {}
     return pairs, FileState(kind="inspect", posted=[*fs.posted, *keys], size=st.st_size,
-                            mtime_ns=st.st_mtime_ns)
+                            mtime_ns=st.st_mtime_ns, metric=opts.scorer,
+                            benchmark=fs.benchmark or head.get("benchmark"),
+                            model=fs.model or head.get("model"))
 
 
 def scan_once(root: Path, state: WatchState, client: MonitorClient, opts: Options,

@@ -204,3 +204,42 @@ def test_a_restart_with_other_options_does_not_split_a_file(tmp_path: Path) -> N
         _scan(tmp_path, restarted, other_model)
     _scan(tmp_path, restarted, group)
     assert restarted.sent == [["task/3"]]
+
+
+def test_a_restarted_watch_of_an_inspect_log_keeps_its_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """inspect_ai logs too: samples added to a log after a restart with another --scorer or
+    --model are refused rather than posted under other options."""
+    from monitor.commands import watch as watch_cmd
+    from monitor.errors import ConfigError
+    from monitor.io import inspect as inspect_io
+
+    log = tmp_path / "run.eval"
+    log.write_bytes(b"1")
+    n_samples = {"n": 2}
+
+    def events(path: Path, *, benchmark: str | None, model: str | None, scorer: str | None
+               ) -> Iterable[tuple[dict[str, Any], str]]:
+        for i in range(n_samples["n"]):
+            yield ({"benchmark": benchmark or "arith", "model": model or "mock/a",
+                    "item_id": f"q{i}", "score": 1.0 if scorer != "other" else 0.0,
+                    "sample": 0}, f"{path}: sample q{i}")
+
+    monkeypatch.setattr(inspect_io, "inspect_events", events)
+    monkeypatch.setattr(watch_cmd, "_candidates", lambda root, state: [(log, "inspect")])
+    plain = Options(benchmark=None, model=None, metric=None, filter=None, scorer=None)
+    first = FakeClient(batch_size=10, ok=10)
+    _scan(tmp_path, first, plain)
+    assert first.sent == [["q0", "q1"]]
+    n_samples["n"] = 3
+    log.write_bytes(b"12")  # the log grew
+    other = Options(benchmark=None, model=None, metric=None, filter=None, scorer="other")
+    again = FakeClient(batch_size=10, ok=10)
+    with pytest.raises(ConfigError, match="first 2 samples were posted with scorer None, "
+                                          "not 'other'"):
+        _scan(tmp_path, again, other)
+    renamed = Options(benchmark=None, model="mock/b", metric=None, filter=None, scorer=None)
+    with pytest.raises(ConfigError, match="model 'mock/a', not 'mock/b'"):
+        _scan(tmp_path, again, renamed)
+    _scan(tmp_path, again, plain)
+    assert again.sent == [["q2"]]
