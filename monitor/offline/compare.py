@@ -198,7 +198,8 @@ def compare_pair(
 
 
 def _table_header(path: Path) -> list[str]:
-    """The column names of a CSV table (its first line) or a JSONL table (its first record)."""
+    """The column names of a CSV table (its first line) or a JSONL table (every key of its
+    records, in order of appearance, as read_table takes them: a record may leave out a model)."""
     import csv
     import json
 
@@ -207,11 +208,14 @@ def _table_header(path: Path) -> list[str]:
     try:
         with _open_text(path) as fh:
             if _is_jsonl(path):
+                keys: dict[str, None] = {}
                 for line in fh:
                     if line.strip():
                         rec = json.loads(line)
-                        return list(rec) if isinstance(rec, dict) else []
-                return []
+                        if not isinstance(rec, dict):
+                            return []
+                        keys.update(dict.fromkeys(map(str, rec)))
+                return list(keys)
             return next(csv.reader(fh), [])
     except (OSError, ValueError, csv.Error):
         return []  # read_table names the trouble, with file and line

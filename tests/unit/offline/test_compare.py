@@ -129,3 +129,16 @@ def test_a_model_missing_from_a_wide_table_lists_every_model_column(tmp_path: Pa
         compare_table(table, a="m1", b="m9")
     assert err.value.source == str(table) and err.value.line == 1 and err.value.field == "m9"
     assert "are gold, m1, m2, m3" in str(err.value)
+
+
+def test_a_wide_jsonl_table_whose_first_record_leaves_out_a_model(tmp_path: Path) -> None:
+    """The models of a wide JSONL table are the keys of all its records (as read_table reads
+    them), not of its first record only."""
+    table = tmp_path / "t.jsonl"
+    records = [{"item_id": "a", "m1": 1, "m3": 0}, {"item_id": "b", "m1": 0, "m2": 1, "m3": 1},
+               {"item_id": "c", "m1": 1, "m2": 0, "m3": 1}, {"item_id": "d", "m1": 1, "m2": 1}]
+    table.write_text("".join(json.dumps(r) + "\n" for r in records))
+    fig = compare_table(table, a="m1", b="m2", n_resamples=200).to_dict()
+    assert (fig["n"], fig["mean_a"], fig["mean_b"]) == (3, 2 / 3, 2 / 3)
+    with pytest.raises(InputError, match="are m1, m3, m2"):
+        compare_table(table, a="m1", b="m9", n_resamples=200)
