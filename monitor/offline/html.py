@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from monitor.core.table import CLUSTER_ASSUMPTION
 from monitor.io.tables import ScoreTable
+from monitor.offline.replay import replay_arrival
 from monitor.offline.report import ResolutionReport
 from monitor.stats import power as pw
 from monitor.stats.ranks import means_covariance
@@ -109,20 +110,14 @@ def model_intervals(report: ResolutionReport, table: ScoreTable) -> dict[str, tu
 def pair_item_order(table: ScoreTable, a: int, b: int, *, order: str, seed: int | None
                     ) -> NDArray[np.int64]:
     """Rows of the items models ``a`` and ``b`` share, in the order the anytime replay meets
-    them (:func:`monitor.offline.replay.anytime_replay`: a pair's item arrives with its later
-    score; ``shuffle`` permutes the items with ``default_rng(seed)``, models left to right)."""
-    x = table.scores
-    if order == "shuffle":
-        perm = np.random.default_rng(seed).permutation(x.shape[0])
-        n, k = x.shape
-        arrival = np.arange(n * k, dtype=np.int64).reshape(n, k)
-        rows = np.flatnonzero(~np.isnan(x[perm, a]) & ~np.isnan(x[perm, b]))
-        key = np.maximum(arrival[rows, a], arrival[rows, b])
-        return np.asarray(perm[rows[np.argsort(key, kind="stable")]], dtype=np.int64)
-    arrival = table.arrival_order()
+    them (:func:`monitor.offline.replay.replay_arrival`: a pair's item arrives with its later
+    score)."""
+    perm, arrival = replay_arrival(table, order=order, seed=seed)
+    x = table.scores if perm is None else table.scores[perm]
     rows = np.flatnonzero(~np.isnan(x[:, a]) & ~np.isnan(x[:, b]))
     key = np.maximum(arrival[rows, a], arrival[rows, b])
-    return np.asarray(rows[np.argsort(key, kind="stable")], dtype=np.int64)
+    rows = rows[np.argsort(key, kind="stable")]
+    return np.asarray(rows if perm is None else perm[rows], dtype=np.int64)
 
 
 def e_value_path(report: ResolutionReport, table: ScoreTable, k: int,

@@ -34,6 +34,23 @@ _CHUNK_CELLS = 4_000_000  # items × pairs per chunk
 RULES = ("board", "family")
 
 
+def replay_arrival(table: ScoreTable, *, order: str, seed: int | None
+                   ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The replay's item order: ``(perm, arrival)``, the table's rows in the order they are
+    replayed (None: the table's own order) and the arrival rank of every present score in that
+    order (−1 where absent). ``file``: the table's arrival order; ``shuffle``: the items in the
+    seeded permutation ``default_rng(seed)``, each item's results together, models left to
+    right. A pair's item arrives with its later score."""
+    if order not in ORDERS:
+        raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
+    if order == "file":
+        return None, table.arrival_order()
+    perm = np.random.default_rng(seed).permutation(table.scores.shape[0])
+    x = table.scores[perm]
+    n, kk = x.shape
+    return perm, np.where(np.isnan(x), -1, np.arange(n * kk, dtype=np.int64).reshape(n, kk))
+
+
 def _decide(
     table: ScoreTable,
     pairs: tuple[np.ndarray, np.ndarray],
@@ -55,14 +72,8 @@ def _decide(
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     m = int(a_idx.size)
-    x = table.scores
-    arrival = table.arrival_order()
-    if order == "shuffle":
-        # Items in a seeded random order, each item's results together (models left to right).
-        perm = np.random.default_rng(seed).permutation(x.shape[0])
-        x = x[perm]
-        n, kk = x.shape
-        arrival = np.where(np.isnan(x), -1, np.arange(n * kk, dtype=np.int64).reshape(n, kk))
+    perm, arrival = replay_arrival(table, order=order, seed=seed)
+    x = table.scores if perm is None else table.scores[perm]
     n_items, k = x.shape
     present = ~np.isnan(x)
     # Models are born at their first result; a pair's items come in the order their second

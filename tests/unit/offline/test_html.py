@@ -117,6 +117,29 @@ def test_names_with_dollar_signs_are_drawn_as_written_never_as_mathtext() -> Non
         assert any(label.endswith(". " + name) for label in labels), (name, labels)
 
 
+@pytest.mark.parametrize(("order", "seed"), [("file", None), ("shuffle", 3), ("shuffle", 11)])
+def test_each_path_crosses_its_threshold_first_where_the_replay_decided(
+        order: str, seed: int | None) -> None:
+    # The page's path and the replay's decision meet the items in the same order: the path
+    # first reaches log(1/γ) at the n the replay decided at, and never where it did not.
+    table = small_table()
+    x = table.scores.copy()
+    x[np.random.default_rng(5).random(x.shape) < 0.1] = np.nan  # pairs share unequal items
+    table = ScoreTable(source=table.source, benchmark=table.benchmark,
+                       item_ids=table.item_ids, models=table.models, scores=x)
+    report = with_anytime(build_report(table, family="all"), table, order=order, seed=seed)
+    assert report.anytime is not None
+    log_thr = np.log([p["e_threshold"] for p in report.as_dict()["pairs"]])
+    decided = 0
+    for k in range(len(report.figures)):
+        path = e_value_path(report, table, k)
+        at = report.anytime.first_resolved_at[k]
+        crossed = np.flatnonzero(path >= log_thr[k])
+        assert (None if crossed.size == 0 else int(crossed[0]) + 1) == at, (k, at)
+        decided += at is not None
+    assert 0 < decided < len(report.figures)
+
+
 def test_the_page_needs_the_anytime_replay() -> None:
     table = small_table()
     with pytest.raises(ValueError, match="with_anytime"):
