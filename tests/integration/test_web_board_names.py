@@ -84,6 +84,11 @@ async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path
                 "Array.from(document.querySelectorAll('#pairs tbody td.name'))"
                 ".map(td => td.getBoundingClientRect().width)")
             assert len(widths) == len(pairs) and min(widths) >= 200, widths
+            # Results without clusters have no cluster verdict: none is counted as "0 / 3".
+            cards = await tab.evaluate("Array.from(document.querySelectorAll('#summary .card'))"
+                                       ".map(c => c.textContent)")
+            assert any(c.startswith("… cluster interval") and c.endswith("– (no clusters)")
+                       for c in cards), cards
             await tab.screenshot(tmp / "board-names.png")
             assert not tab.errors, tab.errors
         finally:

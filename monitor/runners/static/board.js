@@ -64,11 +64,12 @@
 
   function renderSummary(rk) {
     const resolvedAdj = rk.pairs.filter((p) => p.verdict !== "unresolved").length;
+    const withClusters = rk.pairs.filter((p) => p.cluster_anytime).length;
     const cluster = rk.pairs.filter((p) => p.cluster_anytime && p.cluster_anytime.excludes_zero).length;
     $("summary").replaceChildren(
       card("models", rk.models.length),
       card("adjacent pairs resolved (anytime)", resolvedAdj + " / " + rk.pairs.length),
-      card("… cluster interval excludes 0", rk.pairs.length ? cluster + " / " + rk.pairs.length : "–"),
+      card("… cluster interval excludes 0", withClusters ? cluster + " / " + withClusters : "– (no clusters)"),
       card("tiers", rk.tiers),
       card("ranking", rk.resolved ? "resolved" : "unresolved"),
       card("results accepted / s", state.rate === null ? "…" : state.rate.toFixed(0)));
