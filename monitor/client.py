@@ -264,6 +264,18 @@ class MonitorClient(_Base):
         return self._conn
 
     def _once(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+        reused = self._conn is not None
+        try:
+            return self._exchange(method, path, body)
+        except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+            # http.client.RemoteDisconnected is a ConnectionResetError
+            if not reused:
+                raise
+            # The monitor closes a kept-alive connection that was idle (idle_timeout): that is
+            # no failure in transit, so the request goes at once on a new connection, uncounted.
+            return self._exchange(method, path, body)
+
+    def _exchange(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
         conn = self._connection()
         try:
             conn.request(method, self._parts.path + path, body=body,
