@@ -273,14 +273,18 @@ def _mde_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
     return _svg(fig, "MDE against N for the board's sigma_D, the benchmark's N marked")
 
 
-def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_Pair],
-                 names: Callable[[_Pair], str]) -> str:
+def _evalue_figure(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_Pair],
+                   names: Callable[[_Pair], str]) -> Figure:
     """One lane per adjacent pair: log E_n scaled so that the lane's baseline is E = 1 and
     its dashed line the pair's own threshold 1/γ (a log scale per lane); ▼ marks the
-    decision. One axes for all lanes: dozens of small axes cost seconds to lay out."""
+    decision. Each lane is a band of its own, every other one shaded, holding its path, its
+    threshold and its labels: without the bands a threshold sat right under the path of the
+    lane above and read as that pair's. One axes for all lanes: dozens of small axes cost
+    seconds to lay out. Artists carry gids ``evalue-lane-k``, ``evalue-path-k`` and
+    ``evalue-threshold-k``."""
     fig = _figure(11.0, 0.42 * len(pairs) + 1.0, left=3.6, right=1.5)
     ax = fig.add_subplot()
-    height = 0.8
+    height, below, above = 0.65, 0.15, 0.85  # the threshold; the band, around the baseline
     for lane, p in enumerate(pairs):
         size = int(p.data["n"])
         thr = math.log(float(p.data["e_threshold"]))
@@ -292,24 +296,33 @@ def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_P
         path = np.full(size, np.nan)
         path[idx] = e_value_path(report, table, p.k, at=idx)
         base = len(pairs) - 1 - lane
+        ax.axhspan(base - below, base + above, color="0.92" if lane % 2 == 0 else "white",
+                   linewidth=0, zorder=0, gid=f"evalue-lane-{lane}")
         scaled = np.clip(path[idx] / thr, -0.15, 1.15)
-        ax.plot(idx + 1, base + height * scaled, color="black", linewidth=0.8)
+        ax.plot(idx + 1, base + height * scaled, color="black", linewidth=0.8,
+                gid=f"evalue-path-{lane}")
         ax.plot([1, max(path.size, 1)], [base + height] * 2, color="black", linestyle="--",
-                linewidth=0.6)
-        ax.axhline(base, color="0.8", linewidth=0.5)
+                linewidth=0.6, gid=f"evalue-threshold-{lane}")
+        ax.axhline(base, color="0.7", linewidth=0.5)
         if at is not None:
             ax.plot([at], [base + height * min(path[int(at) - 1] / thr, 1.15)], marker="v",
                     color="black", markersize=5, linestyle="none")
         end = path[-1] / math.log(10.0) if path.size else 0.0
-        ax.text(1.005, base + 0.4, f"1/γ={math.exp(thr):.2g}  E={10 ** min(end, 300.0):.2g}"
+        ax.text(1.005, base + height / 2, f"1/γ={math.exp(thr):.2g}  E={10 ** min(end, 300.0):.2g}"
                 + ("+" if end > 300 else ""), transform=ax.get_yaxis_transform(), fontsize=6.5,
                 va="center")
-    ax.set_yticks(np.arange(len(pairs))[::-1] + 0.4, [names(p) for p in pairs], fontsize=7,
-                  parse_math=False)
-    ax.set_ylim(-0.3, len(pairs) + 0.1)
-    ax.set_xlabel("paired items n, in the replay's order (lane: log E_n from E = 1 up to "
-                  "the threshold 1/γ, dashed; ▼ decision)", fontsize=8)
-    return _svg(fig, "e-value paths of the adjacent pairs against their thresholds")
+    ax.set_yticks(np.arange(len(pairs))[::-1] + height / 2, [names(p) for p in pairs],
+                  fontsize=7, parse_math=False)
+    ax.set_ylim(-below, len(pairs) - 1 + above)
+    ax.set_xlabel("paired items n, in the replay's order (each band a pair: log E_n from "
+                  "E = 1, grey line, up to its threshold 1/γ, dashed; ▼ decision)", fontsize=8)
+    return fig
+
+
+def _evalue_plot(report: ResolutionReport, table: ScoreTable, pairs: Sequence[_Pair],
+                 names: Callable[[_Pair], str]) -> str:
+    return _svg(_evalue_figure(report, table, pairs, names),
+                "e-value paths of the adjacent pairs against their thresholds")
 
 
 def _shortcut_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,6 +140,34 @@ def test_each_path_crosses_its_threshold_first_where_the_replay_decided(
         assert (None if crossed.size == 0 else int(crossed[0]) + 1) == at, (k, at)
         decided += at is not None
     assert 0 < decided < len(report.figures)
+
+
+def test_each_e_value_lane_holds_its_own_path_and_threshold_in_a_band_of_its_own() -> None:
+    # A threshold drawn nearer the lane above than its own path read as the other pair's.
+    from monitor.offline.html import _evalue_figure, _Pair
+
+    table = small_table()
+    report = with_anytime(build_report(table, family="all"), table)
+    pairs = [_Pair(k, p) for k, p in enumerate(report.as_dict()["pairs"])]
+    ax = _evalue_figure(report, table, pairs, lambda p: str(p.k)).axes[0]
+
+    def artist(gid: str) -> Any:
+        found = [a for a in (*ax.lines, *ax.patches) if a.get_gid() == gid]
+        assert len(found) == 1, gid
+        return found[0]
+
+    bands = []
+    for lane in range(len(pairs)):
+        low, high = sorted(artist(f"evalue-lane-{lane}").get_bbox().intervaly)  # data y
+        bands.append((low, high))
+        for gid in (f"evalue-path-{lane}", f"evalue-threshold-{lane}"):
+            y = np.asarray(artist(gid).get_ydata(), dtype=float)
+            assert low < y.min() and y.max() < high, (gid, low, high, y.min(), y.max())
+    bands.sort()
+    assert all(a[1] <= b[0] + 1e-9 for a, b in itertools.pairwise(bands)), bands
+    shaded = [p for p in ax.patches if str(p.get_gid()).startswith("evalue-lane-")
+              and p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+    assert len(shaded) == (len(pairs) + 1) // 2  # every other lane shaded
 
 
 def test_the_page_needs_the_anytime_replay() -> None:
