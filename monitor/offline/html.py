@@ -373,9 +373,10 @@ def _anytime_verdict(p: dict[str, Any]) -> str:
 
 
 def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | None = None,
-                command: str | None = None) -> str:
+                command: str | None = None, note: str | None = None) -> str:
     """The page of ``report`` (with its anytime replay) on ``table``: every section of
-    :data:`SECTIONS`, every model and every pair of the family, no external reference."""
+    :data:`SECTIONS`, every model and every pair of the family, no external reference.
+    ``note``: a line of the summary (as text) on where the table came from."""
     if report.anytime is None:
         raise ValueError("the HTML report shows anytime verdicts: build the report with "
                          "monitor.offline.replay.with_anytime()")
@@ -429,6 +430,8 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
           f"{_esc(rs['covariance'])} covariance: {rs['tiers']} tiers"
           + ("; the leader is resolved above all" if rs["top_resolved"] else "; no sole leader")
           + ".</li>")
+    if note:
+        w(f"<li>{_esc(note)}</li>")
     if command:
         w(f"<li class=\"small\">made by <code>{_esc(command)}</code></li>")
     w("</ul></section>")

@@ -86,7 +86,18 @@ def live_report_html(table: ScoreTable, config: CoreConfig) -> str:
                           alpha=config.alpha, power=config.power, rank_method="simultaneous")
     report = with_anytime(report, table, planned_models=config.planned_models)
     return render_html(report, table, title=f"{table.benchmark}: live state",
-                       command=f"GET /v1/benchmarks/{table.benchmark}/report.html")
+                       command=f"GET /v1/benchmarks/{table.benchmark}/report.html",
+                       note=live_replay_note(table.benchmark))
+
+
+def live_replay_note(benchmark: str) -> str:
+    """What the live report's anytime columns are: a replay of the live table, whose order is
+    the items' first arrival (each item's scores together), not the order the monitor met
+    the results in; so they can differ from the monitor's own decisions."""
+    return ("anytime verdicts here: the live table replayed item by item in order of first "
+            "arrival. The monitor decided each pair in the order its results arrived, which "
+            "differs when models send their items in different orders; its own decisions are "
+            f"those of the board and of GET /v1/benchmarks/{benchmark}/ranking.")
 
 
 def add_board(app: web.Application, service: EmbeddedService) -> None:

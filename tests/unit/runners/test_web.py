@@ -13,7 +13,13 @@ from monitor.io.tables import ScoreTable
 from monitor.offline.html import render_html
 from monitor.offline.replay import with_anytime
 from monitor.offline.report import build_report
-from monitor.runners.web import BOARD_FILES, _read, live_report_html, live_table
+from monitor.runners.web import (
+    BOARD_FILES,
+    _read,
+    live_replay_note,
+    live_report_html,
+    live_table,
+)
 
 BENCH = "b (v1)"
 MODELS = ("alpha (big)", "beta, small", "gamma")
@@ -57,7 +63,8 @@ def test_live_report_is_the_cli_report_of_the_live_table() -> None:
                                                 rank_method="simultaneous"),
                                    table, planned_models=config.planned_models), table,
                       title=f"{BENCH}: live state",
-                      command=f"GET /v1/benchmarks/{BENCH}/report.html")
+                      command=f"GET /v1/benchmarks/{BENCH}/report.html",
+                      note=live_replay_note(BENCH))
     assert live == cli
     rows = re.findall(r'<tr data-pair="([^"]*)">', live)
     assert rows == ["alpha (big)|beta, small", "beta, small|gamma"]
@@ -80,3 +87,28 @@ def test_live_table_of_scores_without_clusters_has_no_groups() -> None:
                for i in range(10) for m in ("a", "b")])
     table = live_table(mon, "x")
     assert isinstance(table, ScoreTable) and table.groups is None and table.group_kind is None
+
+
+def test_live_report_says_its_anytime_column_is_a_replay_when_the_monitor_decided_otherwise(
+        ) -> None:
+    # Model A sends its items first to last, model B last to first: the monitor meets the
+    # pair's items in B's order, the replay of the live table in A's (the items' first
+    # arrival), so the decision falls at another n.
+    rng = np.random.default_rng(5)
+    n = 3000
+    x = rng.random((n, 2)) < np.array([0.62, 0.55])
+    config = CoreConfig()
+    mon = Monitor(config)
+    ev = [{"benchmark": "order", "item_id": f"q{i}", "model": "A", "score": int(x[i, 0])}
+          for i in range(n)]
+    ev += [{"benchmark": "order", "item_id": f"q{i}", "model": "B", "score": int(x[i, 1])}
+           for i in reversed(range(n))]
+    mon.apply([ItemResult.model_validate(e) for e in ev])
+    live_n = mon.ranking("order")["pairs"][0]["decided"]["n"]
+    table = live_table(mon, "order")
+    replayed = with_anytime(build_report(table, rank_method="simultaneous"), table)
+    assert replayed.anytime is not None
+    assert replayed.anytime.first_resolved_at[0] not in (None, live_n)  # they differ here
+    page = live_report_html(table, config)
+    assert "differs when models send their items in different orders" in page
+    assert "GET /v1/benchmarks/order/ranking" in page
