@@ -90,7 +90,7 @@ def live_report_html(table: ScoreTable, config: CoreConfig) -> str:
                        note=live_replay_note(table.benchmark))
 
 
-def live_replay_note(benchmark: str) -> str:
+def live_replay_note(benchmark: str | None) -> str:
     """What the live report's anytime columns are: a replay of the live table, whose order is
     the items' first arrival (each item's scores together), not the order the monitor met
     the results in; so they can differ from the monitor's own decisions."""
