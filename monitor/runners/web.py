@@ -120,8 +120,9 @@ def add_board(app: web.Application, service: EmbeddedService) -> None:
                                         f'"no results for benchmark {bench!r}"}}',
                                    content_type="application/json")
         mon = service.host.monitors[bench]
-        with service.host.lock:  # a consistent copy; the figures are computed off the loop
-            table = live_table(mon, bench)
+        # A consistent copy, taken in a thread with the state lock held (as every read): a
+        # batch being applied holds the lock, and the loop must keep serving meanwhile.
+        table = await asyncio.to_thread(service.locked, live_table, mon, bench)
         if len(table.models) < 2:
             raise web.HTTPConflict(text='{"error": "too-few-models", "detail": "a report needs '
                                         'at least two models"}',

@@ -3,9 +3,14 @@ CLI's report of it, and the page's files ship with the package."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
+from pathlib import Path
 
 import numpy as np
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
@@ -13,6 +18,9 @@ from monitor.io.tables import ScoreTable
 from monitor.offline.html import render_html
 from monitor.offline.replay import with_anytime
 from monitor.offline.report import build_report
+from monitor.runners.embedded import build_app
+from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.settings import Settings
 from monitor.runners.web import (
     BOARD_FILES,
     _read,
@@ -112,3 +120,44 @@ def test_live_report_says_its_anytime_column_is_a_replay_when_the_monitor_decide
     page = live_report_html(table, config)
     assert "differs when models send their items in different orders" in page
     assert "GET /v1/benchmarks/order/ranking" in page
+
+
+def test_report_route_waits_for_the_state_lock_off_the_event_loop(tmp_path: Path) -> None:
+    # While a batch holds the state lock (here: a thread, for 1 s), the report route must wait
+    # for it in a thread, as every other read does: taken on the event loop it stalled every
+    # request of the server, /healthz included, for as long as the batch took.
+    service = EmbeddedService(Settings(db=tmp_path / "m.db", eval_interval=0.0),
+                              registry=CollectorRegistry())
+    rng = np.random.default_rng(1)
+    results = [{"benchmark": "b", "item_id": f"q{i}", "model": m, "score": int(rng.random() < p)}
+               for i in range(200) for m, p in (("a", 0.8), ("z", 0.4))]
+
+    async def scenario() -> tuple[float, int]:
+        async with TestClient(TestServer(build_app(service))) as client:
+            resp = await client.post("/v1/results", json=results)
+            assert resp.status == 202, await resp.text()
+            held, release = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                with service.host.lock:
+                    held.set()
+                    release.wait(5.0)
+
+            holder = threading.Thread(target=hold)
+            holder.start()
+            held.wait(5.0)
+            loop = asyncio.get_running_loop()
+            loop.call_later(1.0, release.set)
+            start = loop.time()
+            report = asyncio.create_task(client.get("/v1/benchmarks/b/report.html"))
+            await asyncio.sleep(0.05)  # the request reaches the handler
+            health = await client.get("/healthz")
+            waited = loop.time() - start
+            assert health.status == 200
+            status = (await report).status
+            holder.join()
+            return waited, status
+
+    waited, status = asyncio.run(scenario())
+    assert status == 200
+    assert waited < 0.5, f"/healthz waited {waited:.2f} s for the report route's lock"
