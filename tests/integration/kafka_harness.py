@@ -22,10 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate: float,
                     done: threading.Event, errors: list[BaseException],
-                    ends: dict[int, int] | None = None, pace_every: int = 200) -> None:
+                    ends: dict[int, int] | None = None, pace_every: int = 200,
+                    running: threading.Event | None = None) -> None:
     """Send ``payloads`` (key, value) to the results topic at about ``rate`` results/s with the
     default (key-hash) partitioner; run in a thread. ``ends`` gets each partition's end offset
-    from the acknowledgements; an exception is appended to ``errors``; ``done`` is set last."""
+    from the acknowledgements; an exception is appended to ``errors``; ``done`` is set last.
+    While ``running`` is clear the producer waits (the rate's clock waits with it)."""
     from kafka import KafkaProducer
 
     from monitor.runners.kafka_core import RESULTS_TOPIC
@@ -38,6 +40,10 @@ def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate
         for i, (key, value) in enumerate(payloads):
             futures.append(producer.send(RESULTS_TOPIC, key=key, value=value))
             if i % pace_every == 0:
+                if running is not None and not running.is_set():
+                    paused = time.perf_counter()
+                    running.wait(timeout=120)
+                    start += time.perf_counter() - paused
                 delay = start + i / rate - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)

@@ -70,10 +70,15 @@ def crash_run(tmp_path: Path, shared_data: Path, *, engine: str, kills: int, see
     try:
         worker.start(timeout=40)
         done = threading.Event()
+        # Production waits while the worker is down, so that a worker that restarts slowly
+        # and catches up fast does not find every result already sent when its next kill is due.
+        running = threading.Event()
+        running.set()
         errors: list[BaseException] = []
         thread = threading.Thread(target=produce_at_rate, args=(broker.bootstrap, payloads),
                                   kwargs={"rate": RATE, "done": done, "errors": errors,
-                                          "ends": ends, "pace_every": 300}, daemon=True)
+                                          "ends": ends, "pace_every": 300,
+                                          "running": running}, daemon=True)
         thread.start()
         killed_at: list[float] = []
         for target in kill_at:
@@ -81,9 +86,11 @@ def crash_run(tmp_path: Path, shared_data: Path, *, engine: str, kills: int, see
                        what=f"{target} accepted results before a kill", log=worker.text)
             # a random extra delay so the kill does not always follow a scrape
             time.sleep(float(rng.uniform(0.0, 0.3)))
+            running.clear()
             killed_at.append(_accepted(worker))
             worker.kill()
             worker.start(timeout=40)
+            running.set()
         thread.join(timeout=40)
         assert done.is_set() and not errors, errors
         wait_until(lambda: _accepted(worker) >= n_results, timeout=40,
