@@ -108,8 +108,8 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
             TimeRemainingColumn,
         )
 
+        from monitor.runners.view import LazyRankings, rankings_view
         from monitor.runners.view import Progress as ViewProgress
-        from monitor.runners.view import rankings_view
 
         progress = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
@@ -130,7 +130,10 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
                 header = progress
             if not show_rankings:
                 return header
-            rankings = {b: service.ranking(b) for b in service.benchmarks()}
+            # Computed when read, each with the state lock held (no batch half applied): the
+            # view reads only the benchmarks that fit.
+            rankings = LazyRankings(service.benchmarks(),
+                                    lambda b: service.locked(service.ranking, b))
             seen = None if state is None else ViewProgress(
                 state.done, state.total, speed, state.finished)
             width, height = console.size
@@ -143,7 +146,9 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
         with Live(render(), console=console, auto_refresh=False, transient=False,
                   vertical_overflow="crop") as live:
             while not stop.is_set():
-                live.update(render(), refresh=True)
+                # In a thread: the rankings wait for the state lock while a batch is applied,
+                # and the event loop serves meanwhile.
+                live.update(await asyncio.to_thread(render), refresh=True)
                 if not show_rankings and state is not None and state.finished:
                     return
                 await asyncio.sleep(0.5)

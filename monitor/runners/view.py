@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +216,26 @@ def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows:
     return lines, max(len(models) - rows, 0), negative
 
 
+class LazyRankings(Mapping[str, Mapping[str, Any]]):
+    """Benchmarks' rankings computed when read: the view reads only those that fit."""
+
+    def __init__(self, names: Sequence[str], ranking: Callable[[str], Mapping[str, Any]]
+                 ) -> None:
+        self._names = list(names)
+        self._ranking = ranking
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._ranking(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def rankings_view(rankings: Mapping[str, Mapping[str, Any]], *, width: int = 80,
                   height: int = 24, urls: Sequence[str] = (), progress: Progress | None = None,
                   next_steps: Sequence[str] = ()) -> RenderableType:
@@ -239,7 +259,8 @@ def rankings_view(rankings: Mapping[str, Mapping[str, Any]], *, width: int = 80,
     # One note line under the tables; each benchmark has 3 lines of heads and at least one
     # model line, so only the benchmarks that fit so are shown (the first ones).
     free = height - len(top) - len(bottom) - 1
-    shown = list(rankings.items())[:max(free // 4, 1)]
+    # Only the rankings shown are read (``rankings`` may compute them on access).
+    shown = [(bench, rankings[bench]) for bench in list(rankings)[:max(free // 4, 1)]]
     room = max(free - 3 * len(shown), len(shown))
     share = max(room // len(shown), 1)
     body: list[Text] = []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from monitor.runners.view import Progress, abbreviate, rankings_view
+from monitor.runners.view import LazyRankings, Progress, abbreviate, rankings_view
 
 
 def _names(shared_data: Path) -> dict[str, list[str]]:
@@ -102,3 +102,20 @@ def test_the_legend_is_whole_at_80_columns_and_names_every_column_code(
     assert "…" not in legend, legend
     for code in ("T tier", "cl", "ev"):
         assert code in legend, legend
+
+
+def test_the_view_computes_only_the_rankings_it_shows() -> None:
+    # A ranking costs milliseconds; with hundreds of benchmarks, computing all of them on
+    # every refresh (every 0.5 s, on the server's event loop) stalled the server.
+    read: list[str] = []
+
+    def ranking(name: str) -> dict[str, Any]:
+        read.append(name)
+        return _ranking(4)
+
+    names = [f"bench {i}" for i in range(300)]
+    lines = _printed(rankings_view(LazyRankings(names, ranking), width=80, height=24,
+                                   urls=["board http://h/"]), 80, 24)
+    shown = [b for b in names if any(line.startswith(f"{b}:") for line in lines)]
+    assert read == shown and 0 < len(shown) <= 6, (read, shown)
+    assert any(f"+{len(names) - len(shown)} benchmarks not shown" in line for line in lines)
