@@ -75,6 +75,7 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
         group_name,
         looks_like_samples,
         model_from_dir,
+        no_samples,
         task_of,
     )
 
@@ -102,11 +103,17 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     if looks_like_samples(path):
         follower = SamplesFollower(path, model=model or model_from_dir(path),
                                    benchmark=benchmark, metric=metric, filter=filter)
+        sent = 0
         while True:  # a chunk of lines at a time: a large file is never held whole
             before = follower.offset
-            yield from follower.read_new(max_lines=READ_LINES, finished=True)
+            chunk = follower.read_new(max_lines=READ_LINES, finished=True)
+            sent += len(chunk)
+            yield from chunk
             if follower.offset == before:
-                return
+                break
+        if not sent:  # as report: a file without a scored line (or of another filter) is no input
+            raise no_samples(str(path), follower.filter, follower.filters)
+        return
     if is_inspect_log(path):
         from monitor.io.inspect import inspect_events
 

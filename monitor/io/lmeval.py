@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,6 +156,7 @@ class SamplesParser:
         self.source = source
         self.metric = metric
         self.filter = filter
+        self.filters: dict[str, None] = {}  # every filter seen, in order
 
     def parse(self, raw: str | bytes, lineno: int) -> tuple[str, float] | None:
         """(doc_id, score) of one line; None for a blank line or a line of another filter."""
@@ -173,6 +174,8 @@ class SamplesParser:
         if "doc_id" not in rec:
             raise InputError("missing", source=source, line=lineno, field="doc_id")
         line_filter = rec.get("filter")
+        if line_filter is not None:
+            self.filters[str(line_filter)] = None
         if self.filter is None:
             self.filter = line_filter
         if line_filter is not None and line_filter != self.filter:
@@ -188,6 +191,16 @@ class SamplesParser:
             raise InputError("missing", source=source, line=lineno, field=self.metric)
         return str(rec["doc_id"]), _score(rec[self.metric], source=source, line=lineno,
                                           field=self.metric)
+
+
+def no_samples(source: str, filter: str | None, filters: Iterable[str]) -> InputError:
+    """The error for a samples file without a scored line: naming the filters it has when the
+    one asked for is not among them."""
+    seen = list(filters)
+    if filter is not None and seen and filter not in seen:
+        return InputError(f"no line with filter {filter!r}; the file's filters are "
+                          f"{', '.join(seen)} (pass one with --filter)", source=source)
+    return InputError("no samples", source=source)
 
 
 def read_lmeval_samples(
@@ -233,8 +246,7 @@ def read_lmeval_samples(
             ids.append(item_id_of(task, doc_id, benchmark=benchmark))
             scores.append(score)
     if not ids:
-        raise InputError("no samples" if parser.metric is None or parser.filter is None
-                         else f"no samples with filter {parser.filter!r}", source=source)
+        raise no_samples(source, parser.filter, parser.filters)
     return LmEvalSamples(
         source=source, task=task, model=model_name, metric=str(parser.metric),
         filter=parser.filter, item_ids=np.asarray(ids, dtype=object),
@@ -330,6 +342,7 @@ class SamplesFollower:
     lineno: int = 0
     metric: str | None = None
     filter: str | None = None
+    filters: dict[str, None] = field(default_factory=dict)  # seen by this follower
 
     @property
     def task(self) -> str:
@@ -375,4 +388,5 @@ class SamplesFollower:
             raise InputError(f"cannot read ({exc.strerror})", source=str(self.path)) from exc
         self.offset, self.lineno = offset, lineno
         self.metric, self.filter = parser.metric, parser.filter
+        self.filters.update(parser.filters)
         return out

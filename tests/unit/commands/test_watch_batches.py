@@ -17,6 +17,7 @@ import pytest
 from monitor.client import ClientError, PostReport
 from monitor.commands import post as post_cmd
 from monitor.commands.watch import STATE_NAME, Options, WatchState, scan_once
+from monitor.errors import InputError
 from monitor.io.lmeval import SamplesFollower, read_lmeval_samples
 
 URL = "http://127.0.0.1:1"
@@ -243,3 +244,23 @@ def test_a_restarted_watch_of_an_inspect_log_keeps_its_options(
         _scan(tmp_path, again, renamed)
     _scan(tmp_path, again, plain)
     assert again.sent == [["q2"]]
+
+
+def test_a_filter_no_line_has_is_an_error_naming_the_files_filters(tmp_path: Path) -> None:
+    """post (like report) of a samples file none of whose lines has the --filter asked for
+    names the file and its filters; it posted 0 results and succeeded."""
+    lines = [json.dumps({"doc_id": i, "doc": {}, "filter": f, "exact_match": 1.0}) + "\n"
+             for f in ("strict-match", "flexible-extract") for i in range(3)]
+    path = _samples(tmp_path, lines)
+    message = (r"no line with filter 'flexible'; the file's filters are strict-match, "
+               r"flexible-extract \(pass one with --filter\)")
+    with pytest.raises(InputError, match=message) as err:
+        list(post_cmd.file_events(path, benchmark=None, model=None, metric=None,
+                                  filter="flexible", scorer=None, exclude=(), cluster_col=None))
+    assert err.value.source == str(path)
+    with pytest.raises(InputError, match=message):
+        read_lmeval_samples(path, filter="flexible")
+    chosen = list(post_cmd.file_events(path, benchmark=None, model=None, metric=None,
+                                       filter="flexible-extract", scorer=None, exclude=(),
+                                       cluster_col=None))
+    assert [label.rsplit(":", 1)[1] for _, label in chosen] == ["4", "5", "6"]
