@@ -147,6 +147,10 @@ def _new_lmeval(path: Path, fs: FileState, opts: Options, max_lines: int
                                benchmark=opts.benchmark, offset=fs.offset, lineno=fs.lineno,
                                metric=fs.metric or opts.metric, filter=fs.filter or opts.filter)
     pairs = follower.read_new(max_lines=max_lines)
+    if follower.filters and follower.filter not in follower.filters:
+        print(f"llm-monitor: watch: {path}: lines {fs.lineno + 1}–{follower.lineno} have "
+              f"filters {', '.join(follower.filters)}, none {follower.filter!r} (--filter); "
+              "they are passed over", file=sys.stderr, flush=True)
     return pairs, FileState(kind="lmeval", offset=follower.offset, lineno=follower.lineno,
                             metric=follower.metric, filter=follower.filter,
                             model=follower.model, benchmark=benchmark)

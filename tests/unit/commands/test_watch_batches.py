@@ -264,3 +264,18 @@ def test_a_filter_no_line_has_is_an_error_naming_the_files_filters(tmp_path: Pat
                                        filter="flexible-extract", scorer=None, exclude=(),
                                        cluster_col=None))
     assert [label.rsplit(":", 1)[1] for _, label in chosen] == ["4", "5", "6"]
+
+
+def test_watch_says_when_no_line_has_the_filter_asked_for(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A live file may get its other filter's lines later, so watch goes on, but says which
+    lines it passed over and which filters they had."""
+    lines = [json.dumps({"doc_id": i, "doc": {}, "filter": "strict-match", "exact_match": 1.0})
+             + "\n" for i in range(3)]
+    _samples(tmp_path, lines)
+    opts = Options(benchmark=None, model=None, metric=None, filter="flexible", scorer=None)
+    client = FakeClient(batch_size=10, ok=10)
+    _scan(tmp_path, client, opts)
+    assert client.sent == []
+    assert ("lines 1–3 have filters strict-match, none 'flexible' (--filter); they are "
+            "passed over") in capsys.readouterr().err
