@@ -16,6 +16,7 @@ items in order of first arrival) and renders it with the CLI's code
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -55,6 +56,12 @@ _REPORT_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }
+
+
+def _error(status: int, reason: str, detail: str) -> web.Response:
+    """An error as the JSON routes give it (the body encoded, whatever the names in it)."""
+    return web.json_response({"error": reason, "detail": detail}, status=status,
+                             dumps=json.dumps)
 
 
 def _read(name: str) -> bytes:
@@ -116,17 +123,13 @@ def add_board(app: web.Application, service: EmbeddedService) -> None:
     async def report(request: web.Request) -> web.StreamResponse:
         bench = request.match_info["benchmark"]
         if bench not in service.benchmarks():
-            raise web.HTTPNotFound(text=f'{{"error": "unknown-benchmark", "detail": '
-                                        f'"no results for benchmark {bench!r}"}}',
-                                   content_type="application/json")
+            return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
         mon = service.host.monitors[bench]
         # A consistent copy, taken in a thread with the state lock held (as every read): a
         # batch being applied holds the lock, and the loop must keep serving meanwhile.
         table = await asyncio.to_thread(service.locked, live_table, mon, bench)
         if len(table.models) < 2:
-            raise web.HTTPConflict(text='{"error": "too-few-models", "detail": "a report needs '
-                                        'at least two models"}',
-                                   content_type="application/json")
+            return _error(409, "too-few-models", "a report needs at least two models")
         text = await asyncio.get_running_loop().run_in_executor(
             None, live_report_html, table, mon.config)
         return web.Response(text=text, content_type="text/html", charset="utf-8",

@@ -4,9 +4,11 @@ CLI's report of it, and the page's files ship with the package."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 from aiohttp.test_utils import TestClient, TestServer
@@ -161,3 +163,27 @@ def test_report_route_waits_for_the_state_lock_off_the_event_loop(tmp_path: Path
     waited, status = asyncio.run(scenario())
     assert status == 200
     assert waited < 0.5, f"/healthz waited {waited:.2f} s for the report route's lock"
+
+
+def test_report_route_errors_are_json_for_any_benchmark_name(tmp_path: Path) -> None:
+    service = EmbeddedService(Settings(db=tmp_path / "m.db", eval_interval=0.0),
+                              registry=CollectorRegistry())
+    one = 'one "model" \\ only'
+
+    async def scenario() -> list[tuple[int, str]]:
+        async with TestClient(TestServer(build_app(service))) as client:
+            resp = await client.post("/v1/results", json=[
+                {"benchmark": one, "item_id": "q1", "model": "m", "score": 1}])
+            assert resp.status == 202, await resp.text()
+            out = []
+            for bench in ('no "such" \\ board', one):
+                r = await client.get(f"/v1/benchmarks/{quote(bench, safe='')}/report.html")
+                out.append((r.status, await r.text()))
+            return out
+
+    (missing, missing_body), (few, few_body) = asyncio.run(scenario())
+    assert missing == 404 and few == 409
+    body = json.loads(missing_body)
+    assert body == {"error": "unknown-benchmark",
+                    "detail": "no results for benchmark " + repr('no "such" \\ board')}
+    assert json.loads(few_body)["error"] == "too-few-models"
