@@ -110,6 +110,9 @@ def live_replay_note(benchmark: str | None) -> str:
 def add_board(app: web.Application, service: EmbeddedService) -> None:
     """Serve the board at ``/`` (public, outside the token) and the live report route."""
     files = {path: (_read(name), ctype) for path, (name, ctype) in BOARD_FILES.items()}
+    # One report rendered at a time: each costs seconds of CPU on a large board, and requests
+    # arriving together must queue rather than take every core from ingest.
+    renders = asyncio.Semaphore(1)
 
     @web.middleware
     async def board(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -125,13 +128,14 @@ def add_board(app: web.Application, service: EmbeddedService) -> None:
         if bench not in service.benchmarks():
             return _error(404, "unknown-benchmark", f"no results for benchmark {bench!r}")
         mon = service.host.monitors[bench]
-        # A consistent copy, taken in a thread with the state lock held (as every read): a
-        # batch being applied holds the lock, and the loop must keep serving meanwhile.
-        table = await asyncio.to_thread(service.locked, live_table, mon, bench)
-        if len(table.models) < 2:
-            return _error(409, "too-few-models", "a report needs at least two models")
-        text = await asyncio.get_running_loop().run_in_executor(
-            None, live_report_html, table, mon.config)
+        async with renders:  # the state copied once its turn comes: the latest
+            # A consistent copy, taken in a thread with the state lock held (as every read): a
+            # batch being applied holds the lock, and the loop must keep serving meanwhile.
+            table = await asyncio.to_thread(service.locked, live_table, mon, bench)
+            if len(table.models) < 2:
+                return _error(409, "too-few-models", "a report needs at least two models")
+            text = await asyncio.get_running_loop().run_in_executor(
+                None, live_report_html, table, mon.config)
         return web.Response(text=text, content_type="text/html", charset="utf-8",
                             headers=_REPORT_HEADERS)
 

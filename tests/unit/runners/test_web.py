@@ -7,10 +7,12 @@ import asyncio
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
@@ -187,3 +189,40 @@ def test_report_route_errors_are_json_for_any_benchmark_name(tmp_path: Path) -> 
     assert body == {"error": "unknown-benchmark",
                     "detail": "no results for benchmark " + repr('no "such" \\ board')}
     assert json.loads(few_body)["error"] == "too-few-models"
+
+
+def test_report_route_renders_one_report_at_a_time(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A report of a large board costs seconds of CPU; clicks or clients asking at once must
+    # queue, not take every core from ingest.
+    import monitor.runners.web as web_module
+
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def slow(table: ScoreTable, config: CoreConfig) -> str:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.3)
+        with lock:
+            running -= 1
+        return "<!DOCTYPE html><title>r</title>"
+
+    monkeypatch.setattr(web_module, "live_report_html", slow)
+    service = EmbeddedService(Settings(db=tmp_path / "m.db", eval_interval=0.0),
+                              registry=CollectorRegistry())
+
+    async def scenario() -> list[int]:
+        async with TestClient(TestServer(build_app(service))) as client:
+            resp = await client.post("/v1/results", json=[
+                {"benchmark": "b", "item_id": f"q{i}", "model": m, "score": i % 2}
+                for i in range(20) for m in ("a", "z")])
+            assert resp.status == 202, await resp.text()
+            got = await asyncio.gather(*(client.get("/v1/benchmarks/b/report.html")
+                                         for _ in range(3)))
+            return [r.status for r in got]
+
+    assert asyncio.run(scenario()) == [200, 200, 200]
+    assert most == 1
