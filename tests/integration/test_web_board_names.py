@@ -89,6 +89,14 @@ async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path
                                        ".map(c => c.textContent)")
             assert any(c.startswith("… cluster interval") and c.endswith("– (no clusters)")
                        for c in cards), cards
+            # The ingest rate comes from the ranking it polls, never from /metrics (megabytes
+            # and a second of the server's CPU on a board of many benchmarks, every 2 s).
+            rate = ("Array.from(document.querySelectorAll('#summary .card'))"
+                    ".map(c => c.textContent).find(t => t.startsWith('scores in / s'))")
+            await tab.wait_for(f"/[0-9]$/.test({rate} || '')", 15)
+            fetched = await tab.evaluate("performance.getEntriesByType('resource')"
+                                         ".map(e => new URL(e.name).pathname)")
+            assert "/v1/benchmarks" in fetched and "/metrics" not in fetched, fetched
             await tab.screenshot(tmp / "board-names.png")
             assert not tab.errors, tab.errors
         finally:

@@ -6,7 +6,7 @@
   const POLL_MS = 2000;
   const KEY = "llm-monitor-token";
   const $ = (id) => document.getElementById(id);
-  const state = { bench: "", since: 0, changes: [], accepted: null, at: null, rate: null };
+  const state = { bench: "", since: 0, changes: [], scored: null, at: null, rate: null };
 
   const frag = new URLSearchParams(location.hash.slice(1));
   let token = frag.get("token") || sessionStorage.getItem(KEY) || "";
@@ -72,7 +72,7 @@
       card("… cluster interval excludes 0", withClusters ? cluster + " / " + withClusters : "– (no clusters)"),
       card("tiers", rk.tiers),
       card("ranking", rk.resolved ? "resolved" : "unresolved"),
-      card("results accepted / s", state.rate === null ? "…" : state.rate.toFixed(0)));
+      card("scores in / s (this benchmark)", state.rate === null ? "…" : state.rate.toFixed(0)));
     const thr = rk.pairs.map((p) => p.e_threshold).filter((x) => typeof x === "number");
     const lo = Math.min(...thr), hi = Math.max(...thr);
     const thrText = !thr.length ? "–" : lo === hi ? sci(lo) : sci(lo) + "–" + sci(hi);
@@ -132,15 +132,16 @@
     $("changes").replaceChildren(...items);
   }
 
-  async function pollRate() {
-    const text = await get("/metrics", "text");
-    const m = text.match(/^llm_monitor_events_total\{outcome="accepted"\} ([0-9.eE+-]+)$/m);
-    if (!m) return;
-    const now = performance.now(), n = Number(m[1]);
-    if (state.accepted !== null && now > state.at) {
-      state.rate = Math.max(0, (n - state.accepted) / ((now - state.at) / 1000));
+  // The ingest rate from the ranking already fetched: the scores its models hold (Σ n), per
+  // second between two polls. (Reading /metrics for a counter cost megabytes and a second of
+  // the server's CPU per poll on a board of many benchmarks.)
+  function updateRate(rk) {
+    const scored = rk.models.reduce((s, m) => s + m.n, 0);
+    const now = performance.now();
+    if (state.scored !== null && now > state.at) {
+      state.rate = Math.max(0, (scored - state.scored) / ((now - state.at) / 1000));
     }
-    state.accepted = n; state.at = now;
+    state.scored = scored; state.at = now;
   }
 
   async function poll() {
@@ -151,7 +152,6 @@
     }
     if (!benchmarks.includes(state.bench)) state.bench = benchmarks[0] || "";
     sel.value = state.bench;
-    await pollRate();
     if (!state.bench) { $("status").textContent = "no results yet: POST /v1/results"; return; }
     const b = encodeURIComponent(state.bench);
     const [rk, ch] = await Promise.all([
@@ -160,6 +160,7 @@
     state.changes.push(...ch.changes);
     state.changes = state.changes.slice(-200);
     state.since = ch.next_since;
+    updateRate(rk);
     renderSummary(rk); renderRanking(rk); renderPairs(rk); renderChanges();
     document.body.dataset.models = String(rk.models.length);
     $("status").textContent = "updated " + new Date().toISOString().slice(11, 19) + " UTC";
@@ -191,7 +192,8 @@
   }
 
   $("bench").addEventListener("change", (ev) => {
-    state.bench = ev.target.value; state.since = 0; state.changes = [];
+    state.bench = ev.target.value; state.since = 0; state.changes = []; state.scored = null;
+    state.rate = null;
     history.replaceState(null, "", "#b=" + encodeURIComponent(state.bench));
   });
   $("report").addEventListener("click", openReport);
