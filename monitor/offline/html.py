@@ -107,6 +107,17 @@ def model_intervals(report: ResolutionReport, table: ScoreTable) -> dict[str, tu
                       e.mean + z * float(se[index[e.model]])) for e in report.ranking}
 
 
+def grouped_runs(table: ScoreTable) -> int | None:
+    """How many runs the items' groups form in the table's row order, when each group is one
+    run (the file sorted by group; more than one group); else None."""
+    if table.groups is None or table.groups.size < 2:
+        return None
+    g = np.asarray(table.groups)
+    runs = 1 + int(np.count_nonzero(g[1:] != g[:-1]))
+    distinct = int(np.unique(g).size)
+    return runs if distinct > 1 and runs == distinct else None
+
+
 def pair_item_order(table: ScoreTable, a: int, b: int, *, order: str, seed: int | None
                     ) -> NDArray[np.int64]:
     """Rows of the items models ``a`` and ``b`` share, in the order the anytime replay meets
@@ -419,6 +430,16 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
       + f", replay order {_esc(any_info['order'])}"
       + (f" (seed {any_info['seed']})" if any_info["seed"] is not None else "")
       + ", decided at the first crossing and kept.</li>")
+    runs = grouped_runs(table) if any_info["order"] == "file" else None
+    if runs is not None:
+        against = sum(1 for p in adjacent if p.data.get("resolved_anytime")
+                      and p.data["anytime_direction"] < 0)
+        w(f"<li><b>warning:</b> the file lists its items grouped by "
+          f"{_esc(table.group_col or 'group')} ({runs} runs, one per group), so the file-order "
+          "replay meets one group after another: an order that depends on the outcomes when "
+          "the groups differ in difficulty, and the anytime verdicts lose their guarantee "
+          f"({against} adjacent gap{'' if against == 1 else 's'} resolved against the order "
+          "of the means). Replay in a random order: <code>--order shuffle --seed N</code>.</li>")
     parts = [f"{resolved_adj['resolved']} resolved at fixed N (q ≥ 1)"]
     if kind is not None:
         parts.append(f"{resolved_adj[f'resolved_{kind}']} with {'clusters' if kind == 'cluster' else 'strata'}")

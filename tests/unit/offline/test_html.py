@@ -170,6 +170,25 @@ def test_each_e_value_lane_holds_its_own_path_and_threshold_in_a_band_of_its_own
     assert len(shaded) == (len(pairs) + 1) // 2  # every other lane shaded
 
 
+@pytest.mark.parametrize(("sorted_by_group", "order", "warned"),
+                         [(True, "file", True), (False, "file", False),
+                          (True, "shuffle", False)])
+def test_a_file_sorted_by_group_warns_that_its_file_order_voids_the_anytime_guarantee(
+        sorted_by_group: bool, order: str, warned: bool) -> None:
+    table = small_table()  # groups interleaved: item i in g{i % 6}
+    if sorted_by_group:
+        assert table.groups is not None
+        rows = np.argsort(table.groups, kind="stable")
+        table = ScoreTable(source=table.source, benchmark=table.benchmark,
+                           item_ids=table.item_ids[rows], models=table.models,
+                           scores=table.scores[rows], groups=table.groups[rows],
+                           group_kind="cluster", group_col="topic")
+    report = with_anytime(build_report(table), table, order=order, seed=1)
+    text = render_html(report, table)
+    assert ("grouped by topic (6 runs, one per group)" in text) == warned
+    assert ("--order shuffle" in text) == warned
+
+
 def test_the_page_needs_the_anytime_replay() -> None:
     table = small_table()
     with pytest.raises(ValueError, match="with_anytime"):
