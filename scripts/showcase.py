@@ -56,8 +56,11 @@ def shot(url: str, out: Path, *, size: str = "1280,1300", wait_ms: int = 4000) -
 def report_pictures(name: str, data: Path, tmp: Path) -> None:
     file, _, opts = TABLES[name]
     page = tmp / f"{name}.html"
+    # Shuffled: the anytime verdicts need an order independent of the outcomes, and the
+    # MMLU-Pro file lists its items category by category.
     subprocess.run([sys.executable, "-m", "monitor.cli", "report", str(data / file), *opts,
-                    "--html", str(page)], check=True, capture_output=True, timeout=300)
+                    "--order", "shuffle", "--seed", "0", "--html", str(page)], check=True,
+                   capture_output=True, timeout=300)
     shot(page.as_uri(), OUT / f"{name}-report.png", size="1280,1500")
     # The e-value section alone: the page's head with that section as its body.
     text = page.read_text(encoding="utf-8")
