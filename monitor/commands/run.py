@@ -192,6 +192,9 @@ def _start(
 
         opts = [a for x in exclude for a in ("--exclude", x)] + (
             ["--cluster-col", cluster_col] if cluster_col else [])
+        # A shuffled replay suggests a shuffled report: files are often sorted by subject, and
+        # the anytime verdicts need an order independent of the outcomes.
+        opts += ["--order", "shuffle"] if shuffle else []
         report = shlex.join(["llm-monitor", "report", str(replay[0]), *opts, "--html",
                              "report.html"])
     where = Where(urls, report, benchmark)

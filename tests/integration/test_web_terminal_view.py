@@ -98,6 +98,7 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
         assert f"next: board http://127.0.0.1:{port}/" in text
         assert "/v1/benchmarks/mmlu_pro/report.html" in text
         assert "llm-monitor report" in text and "--html report.html" in text
+        assert "--order shuffle" in text  # as the demo's replay: files sorted by subject
         assert "still serving" not in text  # the old dead end is gone
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=30)
