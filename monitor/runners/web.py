@@ -25,6 +25,7 @@ import numpy as np
 from aiohttp import web
 
 from monitor.core import CoreConfig, Monitor
+from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 
 if TYPE_CHECKING:
@@ -134,8 +135,11 @@ def add_board(app: web.Application, service: EmbeddedService) -> None:
             table = await asyncio.to_thread(service.locked, live_table, mon, bench)
             if len(table.models) < 2:
                 return _error(409, "too-few-models", "a report needs at least two models")
-            text = await asyncio.get_running_loop().run_in_executor(
-                None, live_report_html, table, mon.config)
+            try:
+                text = await asyncio.get_running_loop().run_in_executor(
+                    None, live_report_html, table, mon.config)
+            except InputError as err:  # e.g. two models that share no item yet
+                return _error(409, "cannot-report", str(err))
         return web.Response(text=text, content_type="text/html", charset="utf-8",
                             headers=_REPORT_HEADERS)
 

@@ -226,3 +226,24 @@ def test_report_route_renders_one_report_at_a_time(tmp_path: Path,
 
     assert asyncio.run(scenario()) == [200, 200, 200]
     assert most == 1
+
+
+def test_report_route_says_why_a_board_cannot_be_reported_yet(tmp_path: Path) -> None:
+    # Early in a run two models can share no item yet: the report of their gap cannot be
+    # made, and the route says so (it answered 500 Internal Server Error).
+    service = EmbeddedService(Settings(db=tmp_path / "m.db", eval_interval=0.0),
+                              registry=CollectorRegistry())
+
+    async def scenario() -> tuple[int, str]:
+        async with TestClient(TestServer(build_app(service))) as client:
+            resp = await client.post("/v1/results", json=[
+                {"benchmark": "b", "item_id": f"q{i}", "model": "a" if i < 10 else "z",
+                 "score": i % 2} for i in range(20)])
+            assert resp.status == 202, await resp.text()
+            r = await client.get("/v1/benchmarks/b/report.html")
+            return r.status, await r.text()
+
+    status, text = asyncio.run(scenario())
+    assert status == 409, text
+    body = json.loads(text)
+    assert body["error"] == "cannot-report" and "share no item" in body["detail"], body
