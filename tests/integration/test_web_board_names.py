@@ -98,6 +98,26 @@ async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path
                                          ".map(e => new URL(e.name).pathname)")
             assert "/v1/benchmarks" in fetched and "/metrics" not in fetched, fetched
             await tab.screenshot(tmp / "board-names.png")
+            # A board that cannot be reported yet: the button says why.
+            body = json.dumps([{"benchmark": "early", "item_id": f"q{i}", "score": i % 2,
+                                "model": "a" if i < 10 else "z"} for i in range(20)])
+            async with http.post(f"{base}/v1/results", data=body,
+                                 headers={"Content-Type": "application/json"}) as resp:
+                assert resp.status == 202
+            await tab.wait_for("Array.from(document.getElementById('bench').options)"
+                               ".some(o => o.value === 'early')")
+            # Every status shown is recorded: the next poll overwrites it within 2 s.
+            await tab.evaluate("window.__statuses = []; new MutationObserver(() => "
+                               "__statuses.push(document.getElementById('status').textContent))"
+                               ".observe(document.getElementById('status'), {childList: true, "
+                               "characterData: true, subtree: true});"
+                               "const s = document.getElementById('bench'); s.value = 'early';"
+                               "s.dispatchEvent(new Event('change'));"
+                               "document.getElementById('report').click(); true")
+            status = await tab.wait_for(
+                "__statuses.find(t => t.startsWith('report failed'))", 30)
+            assert "409" in status and "share no item" in status, status
+            tab.errors.clear()  # the 409 itself is logged as a failed load
             assert not tab.errors, tab.errors
         finally:
             await tab.close()

@@ -24,7 +24,10 @@
     const headers = token ? { Authorization: "Bearer " + token } : {};
     const r = await fetch(path, { headers, cache: "no-store", credentials: "omit" });
     if (r.status === 401) throw new Unauthorized("the token is missing or wrong");
-    if (!r.ok) throw new Error(path.split("?")[0] + ": HTTP " + r.status);
+    if (!r.ok) {  // the route's own reason when it gives one ({"error", "detail"})
+      const why = await r.json().then((b) => b.detail || b.error, () => null);
+      throw new Error(path.split("?")[0] + ": HTTP " + r.status + (why ? ": " + why : ""));
+    }
     return as === "json" ? r.json() : as === "blob" ? r.blob() : r.text();
   }
 
