@@ -40,6 +40,10 @@ def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
     import heapq
 
     sub = above[np.ix_(by_mean, by_mean)]
+    if not np.tril(sub).any():
+        # No decision goes against the mean order (every edge runs down the list): the
+        # topological order below would return the mean order itself, without a step per edge.
+        return tuple(by_mean)
     indegree = sub.sum(axis=0).astype(np.int64)
     ready = [r for r in range(len(by_mean)) if indegree[r] == 0]
     heapq.heapify(ready)

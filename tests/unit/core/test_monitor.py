@@ -366,3 +366,45 @@ def test_pair_pages_cover_every_pair_once_in_ranking_order() -> None:
         mon.pair_page("b", model="nobody")
     with pytest.raises(ValueError, match="offset"):
         mon.pair_page("b", offset=-1)
+
+
+def test_consistent_order_is_the_topological_order_of_the_decisions() -> None:
+    # Random decision graphs over a mean order: those running down the list (the shortcut)
+    # and those with decisions against it; the order must put every decided winner first,
+    # break ties by mean order, and fall back to the mean order on a cycle.
+    import heapq
+
+    from monitor.core.evaluate import consistent_order
+
+    def kahn(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
+        sub = above[np.ix_(by_mean, by_mean)]
+        indeg = sub.sum(axis=0).tolist()
+        ready = [r for r in range(len(by_mean)) if indeg[r] == 0]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            r = heapq.heappop(ready)
+            out.append(by_mean[r])
+            for c in np.flatnonzero(sub[r]).tolist():
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    heapq.heappush(ready, c)
+        return tuple(out) if len(out) == len(by_mean) else tuple(by_mean)
+
+    rng = np.random.default_rng(5)
+    against = 0
+    for trial in range(200):
+        k = int(rng.integers(2, 30))
+        by_mean = [int(j) for j in rng.permutation(k)]
+        pos = np.empty(k, dtype=np.int64)
+        pos[by_mean] = np.arange(k)
+        above = np.zeros((k, k), dtype=bool)
+        down = np.triu(rng.random((k, k)) < 0.4, 1)  # by position: earlier above later
+        above[np.ix_(by_mean, by_mean)] = down
+        if trial % 2:
+            a, b = rng.integers(0, k, 2)
+            if a != b and not above[b, a]:
+                above[a, b] = True  # may go against the mean order, or close a cycle
+        against += bool(np.tril(above[np.ix_(by_mean, by_mean)]).any())
+        assert consistent_order(by_mean, above) == kahn(by_mean, above)
+    assert 20 < against < 100  # both branches were taken
