@@ -188,6 +188,8 @@ def _start(
     state = None
     report = None
     if replay:
+        import contextlib
+        import os
         import shlex
 
         opts = [a for x in exclude for a in ("--exclude", x)] + (
@@ -195,8 +197,12 @@ def _start(
         # A shuffled replay suggests a shuffled report: files are often sorted by subject, and
         # the anytime verdicts need an order independent of the outcomes.
         opts += ["--order", "shuffle"] if shuffle else []
-        report = shlex.join(["llm-monitor", "report", str(replay[0]), *opts, "--html",
-                             "report.html"])
+        # The table as the shorter of its given and its cwd-relative path: the command must
+        # fit the view's last lines.
+        table = str(replay[0])
+        with contextlib.suppress(ValueError):  # another drive (Windows)
+            table = min(table, os.path.relpath(table), key=len)
+        report = shlex.join(["llm-monitor", "report", table, *opts, "--html", "report.html"])
     where = Where(urls, report, benchmark)
     if replay:
         blocks = load_blocks(replay, benchmark=benchmark, model=model, metric=metric,

@@ -250,10 +250,10 @@ def rankings_view(rankings: Mapping[str, Mapping[str, Any]], *, width: int = 80,
     done = progress is None or progress.finished
     bottom: list[Text] = []
     for i, step in enumerate(next_steps if done else ()):
-        # A long step (a command line) wraps onto a second line, never more.
+        # A long step (a command line) wraps onto at most three lines.
         wrapped = textwrap.wrap(step, width, subsequent_indent="  ", break_on_hyphens=False)
         bottom += [Text(_fit(line, width), style="bold" if i == 0 else "")
-                   for line in wrapped[:2]]
+                   for line in wrapped[:3]]
     if not rankings:
         return Group(*top, Text("waiting for results…", style="dim"), *bottom)
     # One note line under the tables; each benchmark has 3 lines of heads and at least one
