@@ -42,31 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.integration.embedded_harness import HealthProbe
+
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = 20_000
 _LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
-_PROBE = r"""
-import http.client, json, select, sys, time
-port = int(sys.argv[1])
-lat, failures, conn = [], 0, None
-while not select.select([sys.stdin], [], [], 0.005)[0]:
-    t0, ok = time.perf_counter(), False
-    try:
-        if conn is None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        conn.request("GET", "/healthz")
-        r = conn.getresponse()
-        r.read()
-        ok = r.status == 200
-    except (OSError, http.client.HTTPException):
-        if conn is not None:
-            conn.close()
-        conn = None
-    took = time.perf_counter() - t0
-    failures += not ok
-    lat.append(took if ok else max(took, 5.0))
-print(json.dumps({"latencies": lat, "failures": failures}))
-"""
 
 
 class Srv:
@@ -126,17 +106,14 @@ class Srv:
 
 
 class Probe:
+    """The tests' /healthz prober (``HealthProbe``), started now and read by :meth:`finish`."""
+
     def __init__(self, port: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(port)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._probe = HealthProbe(port).__enter__()
 
     def finish(self) -> str:
-        out, _ = self.proc.communicate(timeout=60)
-        data = json.loads(out)
-        xs = sorted(data["latencies"]) or [float("nan")]
-        p99 = xs[min(len(xs) - 1, int(0.99 * len(xs)))]
-        return (f"/healthz {len(xs)} probes, {data['failures']} failed, p99 {1000 * p99:.0f} ms, "
-                f"max {1000 * xs[-1]:.0f} ms")
+        self._probe.__exit__(None, None, None)
+        return self._probe.summary()
 
 
 def _event(**kw: Any) -> bytes:
