@@ -253,7 +253,7 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run)."""
     import orjson
 
-    from monitor.contracts import ItemResult, decode_events
+    from monitor.contracts import ItemResult, Result, decode_events
     from monitor.core import CoreConfig, Monitor
     from monitor.runners.store import SqliteStore
 
@@ -283,7 +283,7 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     parsed = [[orjson.loads(ln) for ln in b] for b in batches]
     row("validate: TypeAdapter(list[ItemResult]).validate_python per batch",
         _rate(lambda: [adapter.validate_python(p) for p in parsed], n))
-    decoded: list[list[ItemResult]] = []
+    decoded: list[list[Result]] = []
 
     def decode_all() -> None:
         decoded.clear()

@@ -85,7 +85,8 @@ def rss_gb() -> float:
 
 
 def run(n_models: int, n_items: int, order: str, *, seed: int = 1, metrics: bool = False,
-        floor: bool = True, progress: bool = False) -> dict[str, float]:
+        floor: bool = True, progress: bool = False, save: str | None = None
+        ) -> dict[str, float]:
     from monitor.core import CoreConfig, Monitor
 
     rng = np.random.default_rng(seed)
@@ -112,6 +113,9 @@ def run(n_models: int, n_items: int, order: str, *, seed: int = 1, metrics: bool
             seen[rr, cc] = x[rr, cc]
             t_floor += time.perf_counter() - t1
             del present
+    if save:  # the ingested board, before its first evaluation (bench_evaluate --snapshot)
+        with open(save, "wb") as f:
+            f.write(mon.dump_snapshot())
     t0 = time.perf_counter()
     changes = mon.evaluate()
     t_eval = time.perf_counter() - t0
@@ -166,10 +170,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"items of the boards (default {N_ITEMS:,}; with --big 20,000)")
     parser.add_argument("--big", action="store_true",
                         help="the 4,500 × 20,000 board (by-model) instead")
+    parser.add_argument("--save-snapshot", metavar="FILE",
+                        help="with --big: write the ingested board's snapshot (before its first "
+                             "evaluation) to FILE")
     args = parser.parse_args(argv)
     if args.big:
         items = args.items or 20_000
-        r = run(4500, items, "by-model", metrics=True, floor=False, progress=True)
+        r = run(4500, items, "by-model", metrics=True, floor=False, progress=True,
+                save=args.save_snapshot)
         print(f"board: 4,500 models × {items:,} items, 14 clusters, 0/1, by-model, "
               f"{r['results']:,.0f} results")
         print(f"ingest {r['ours_s']:.0f} s ({r['rate']:,.0f} results/s; the floor is not run "

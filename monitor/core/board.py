@@ -38,6 +38,7 @@ IntArray = NDArray[np.int64]
 
 UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own cluster
 _CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster sums
+_DENSE_CELLS = 1 << 21  # (columns × rows) cells of a run folded with dense products
 
 _BLAS: Any = None
 
@@ -216,13 +217,15 @@ class BenchmarkState:
         product each, O(new cells × models). Returns the distinct columns touched and the
         (touched × k) mask of the pairs (col, j) whose paired items grew.
         """
-        from scipy import sparse
-
         k = self.k
         uniq_r, r_inv = np.unique(rows, return_inverse=True)
         uniq_c, c_inv = np.unique(cols, return_inverse=True)
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
+        if self.binary and uniq_c.size * uniq_r.size <= _DENSE_CELLS:
+            return self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+        from scipy import sparse
+
         before = self.X[uniq_r, :k]
         ftype = np.float32 if self.binary else np.float64  # 0/1 sums of a batch: exact in float32
         shape = (uniq_c.size, uniq_r.size)
@@ -257,6 +260,37 @@ class BenchmarkState:
             row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
             _add_sparse(row_sx2, dx2 @ dmt, uniq_c)
             self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])
+        self.X[rows, cols] = scores
+        return uniq_c, grew
+
+    def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
+                    r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
+                    ) -> tuple[IntArray, NDArray[np.bool_]]:
+        """:meth:`fold_new` of 0/1 cells with the batch's (columns × rows) block held dense
+        (few models, or few items): the same integer sums, by dense products instead of
+        sparse ones, whose set-up costs more than the arithmetic at that size."""
+        k, t = self.k, uniq_c.size
+        before = self.X[uniq_r, :k]
+        right = np.empty((uniq_r.size, 2 * k), dtype=np.float32)
+        np.greater_equal(before, 0.0, out=right[:, :k])
+        np.fmax(before, 0.0, out=right[:, k:])
+        left = np.zeros((2 * t, uniq_r.size), dtype=np.float32)  # [Δm; Δx], one cell each
+        left[c_inv, r_inv] = 1.0
+        left[t + c_inv, r_inv] = scores
+        with single_thread_blas():
+            prod = left @ right  # (2t × 2k), exact: sums of 0/1 products below 2^24
+            own = left @ left[:t].T  # [Δm; Δx] against Δm: the batch's cells with each other
+            own_p = left[t:] @ left[t:].T
+        dm_m, dm_x = prod[:t, :k], prod[:t, k:]
+        dx_m, dx_x = prod[t:, :k], prod[t:, k:]
+        row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
+        row_n[:, uniq_c] += own[:t]
+        row_sx[:, uniq_c] += own[t:]
+        row_p[:, uniq_c] += own_p
+        grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
+        self._add(self.n, uniq_c, row_n, dm_m)
+        self._add(self.sx, uniq_c, row_sx, dm_x)
+        self._add(self.p, uniq_c, row_p, dx_x)
         self.X[rows, cols] = scores
         return uniq_c, grew
 

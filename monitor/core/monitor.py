@@ -44,7 +44,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, dead_letter
+from monitor.contracts import (
+    DeadLetter,
+    RankingChange,
+    ResolutionChange,
+    Result,
+    dead_letter,
+)
 from monitor.core.board import BenchmarkState
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
@@ -55,6 +61,7 @@ from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.samples import cell_means
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
+_OUTCOMES = np.array(["accepted", "duplicate", "conflict"], dtype=object)
 Change = ResolutionChange | RankingChange
 
 
@@ -123,7 +130,7 @@ class Monitor:
         self._dirty: dict[str, None] = {}  # insertion-ordered set of benchmarks to evaluate
 
     # -- ingest --------------------------------------------------------------------------
-    def apply(self, events: Sequence[ItemResult], *,
+    def apply(self, events: Sequence[Result], *,
               sources: Sequence[str] | None = None, evaluate: bool = True) -> ApplyResult:
         """Fold a batch of events; see the module docstring for the semantics.
 
@@ -135,15 +142,16 @@ class Monitor:
         describe the state at those evaluation points.
         """
         outcomes: list[Any] = [None] * len(events)
-        pending: dict[str, _Pending] = {}
+        pending = self._plain(events)
+        by_bench: dict[str, _Pending] = {}
         benches = self._benches
-        for i, ev in enumerate(events):
+        for i, ev in enumerate(events if pending is None else ()):
             st = benches.get(ev.benchmark)
             if st is None:
                 st = benches[ev.benchmark] = BenchmarkState(ev.benchmark, self.config.samples)
-            pend = pending.get(ev.benchmark)
+            pend = by_bench.get(ev.benchmark)
             if pend is None:
-                pend = pending[ev.benchmark] = _Pending()
+                pend = by_bench[ev.benchmark] = _Pending()
             if ev.variant == "original":
                 r = st.item_row.get(ev.item_id)
                 if r is None:
@@ -165,6 +173,7 @@ class Monitor:
                 if ev.flags and outcomes[i] == "accepted":
                     pend.flagged.append((-1, ev.item_id, ev.flags))
 
+        pending = pending if pending is not None else by_bench
         for name, pend in pending.items():
             self._fold(benches[name], pend, outcomes)
 
@@ -182,6 +191,39 @@ class Monitor:
         changes = self.evaluate() if evaluate else []
         return ApplyResult(outcomes=outcomes, dead_letters=dead, changes=changes)
 
+    def _plain(self, events: Sequence[Result]) -> dict[str, _Pending] | None:
+        """The pending cells of a batch of one benchmark's unflagged original results of one
+        sample (the common case), read column by column; None for any other batch. Rows and
+        columns are created in event order, as the loop of :meth:`apply` creates them."""
+        if not events:
+            return None
+        name = events[0].benchmark
+        st = self._benches.get(name)
+        # one pass per field: a set comprehension costs less than a generator's conditions
+        if ((st is not None and st.Y is not None) or self.config.samples != 1
+                or {ev.benchmark for ev in events} != {name}
+                or {ev.variant for ev in events} != {"original"}
+                or {ev.sample for ev in events} != {0} or any([ev.flags for ev in events])):
+            return None
+        if st is None:
+            st = self._benches[name] = BenchmarkState(name, self.config.samples)
+        row, col = st.item_row.get, st.model_col.get
+        items = [ev.item_id for ev in events]
+        models = [ev.model for ev in events]
+        rows = [row(i) for i in items]
+        cols = [col(m) for m in models]
+        if None in rows:
+            for j, r in enumerate(rows):
+                if r is None:
+                    rows[j] = st.row_of(items[j], events[j].cluster)
+        if None in cols:
+            for j, c in enumerate(cols):
+                if c is None:
+                    cols[j] = st.col_of(models[j])
+        return {name: _Pending(index=list(range(len(events))), rows=rows,  # type: ignore[arg-type]
+                               cols=cols,  # type: ignore[arg-type]  # no None left
+                               scores=[ev.score for ev in events])}
+
     def evaluate(self) -> list[Change]:
         """Re-evaluate verdicts and rankings of the benchmarks touched since the last call."""
         changes: list[Change] = []
@@ -195,7 +237,7 @@ class Monitor:
         """True when results were applied that are not yet evaluated."""
         return bool(self._dirty)
 
-    def _perturbed(self, st: BenchmarkState, pend: _Pending, ev: ItemResult) -> Outcome:
+    def _perturbed(self, st: BenchmarkState, pend: _Pending, ev: Result) -> Outcome:
         if ev.sample != 0:
             return "conflict"  # perturbed variants take one answer per (item, model)
         key = (ev.variant, ev.item_id, ev.model)
@@ -229,9 +271,12 @@ class Monitor:
             reference = np.where(existing, current, scores[first_of])
             accepted = ~existing & is_first
             same = scores == reference
-            for j in range(idx.size):
-                outcomes[idx[j]] = ("accepted" if accepted[j]
-                                    else "duplicate" if same[j] else "conflict")
+            named = _OUTCOMES[np.where(accepted, 0, np.where(same, 1, 2))].tolist()
+            if idx.size == len(outcomes):  # the whole batch, in order
+                outcomes[:] = named
+            else:
+                for j, o in zip(idx.tolist(), named, strict=True):
+                    outcomes[j] = o
 
         newly_excluded = self._flags(st, pend, outcomes)
         acc_rows, acc_cols, acc_scores = rows[accepted], cols[accepted], scores[accepted]
@@ -259,7 +304,7 @@ class Monitor:
                         newly.append(r)
         return np.asarray(newly, dtype=np.int64)
 
-    def _conflict(self, ev: ItemResult, i: int, sources: Sequence[str] | None) -> DeadLetter:
+    def _conflict(self, ev: Result, i: int, sources: Sequence[str] | None) -> DeadLetter:
         st = self._benches[ev.benchmark]
         cell = f"event {i}: item {ev.item_id!r} of model {ev.model!r} on {ev.benchmark!r}"
         if ev.variant != "original" and ev.sample != 0:
@@ -559,7 +604,7 @@ class Monitor:
         return st
 
 
-def _take_sample(st: BenchmarkState, pend: _Pending, i: int, ev: ItemResult, r: int,
+def _take_sample(st: BenchmarkState, pend: _Pending, i: int, ev: Result, r: int,
                  c: int) -> Outcome | None:
     """One sample of an ``original`` result on a board of K samples per (item, model): kept
     in ``st.Y``; the sample completing its cell joins the batch's new cells with the cell's

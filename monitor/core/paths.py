@@ -69,17 +69,27 @@ def _state_log_threshold(st: BenchmarkState, lo: IntArray, hi: IntArray, *, alph
 
 
 def runs(cols: IntArray, size: int = RUN) -> list[slice]:
-    """Consecutive slices of a batch in which no column has more than ``size`` results."""
-    if cols.size == 0:
-        return []
-    order = np.argsort(cols, kind="stable")
-    sc = cols[order]
-    first = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1]
-    rank = np.empty(cols.size, dtype=np.int64)
-    rank[order] = np.arange(cols.size) - np.repeat(first, np.diff(np.r_[first, cols.size]))
-    cuts = np.flatnonzero((rank > 0) & (rank % size == 0))
-    edges = [0, *cuts.tolist(), int(cols.size)]
-    return [slice(a, b) for a, b in pairwise(edges) if b > a]
+    """Consecutive slices of a batch in which no column has more than ``size`` results, each
+    as long as that allows (a run ends just before the result that would give one of its
+    columns ``size + 1``): a shuffled batch of M models makes about n / (size · M) runs, not
+    one per model per ``size`` results.
+
+    >>> [(s.start, s.stop) for s in runs(np.array([0, 1, 0, 0, 1, 1, 1]), size=2)]
+    [(0, 3), (3, 6), (6, 7)]
+    """
+    edges = [0]
+    n = int(cols.size)
+    while edges[-1] < n:
+        rest = cols[edges[-1]:]
+        order = np.argsort(rest, kind="stable")
+        sc = rest[order]
+        first = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1]
+        # each position's rank among its column's results of the rest: the first over
+        # ``size`` ends the run
+        rank = np.arange(rest.size) - np.repeat(first, np.diff(np.r_[first, rest.size]))
+        over = order[rank >= size]
+        edges.append(edges[-1] + (int(over.min()) if over.size else rest.size))
+    return [slice(a, b) for a, b in pairwise(edges)]
 
 
 def ingest(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from monitor.contracts import DeadLetter, ItemResult, dead_letter, decode_events
+from monitor.contracts import DeadLetter, Result, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
-from monitor.runners.host import GC_SECONDS, Change, MonitorHost, collect_frozen
+from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
 from monitor.runners.host import collector_paused as _collector_paused
 from monitor.runners.settings import Settings
@@ -298,7 +298,7 @@ class EmbeddedService:
 
     def ingest(
         self,
-        valid: Sequence[tuple[int, ItemResult]],
+        valid: Sequence[tuple[int, Result]],
         invalid: Sequence[DeadLetter] = (),
         *,
         source: str,
@@ -323,20 +323,26 @@ class EmbeddedService:
         report = IngestReport(invalid=reasons.total(), events=len(valid) + reasons.total())
         events = [ev for _, ev in valid]
         index = [i for i, _ in valid]
+        whole = bool(index) and index[-1] == len(index) - 1  # every event of the request
         changes: list[Change] = []
-        accepted: list[ItemResult] = []
-        raw: list[bytes] | None = None
+        accepted: Sequence[Result] = []
+        raw: Sequence[bytes] | None = None
         conflict_keys: list[Any] = []
         self.host.lock.acquire()
         try:
             if events:
-                result = self.host.apply(events, sources=[f"{source}[{i}]" for i in index],
-                                         index=index)
-                accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
-                            if o == "accepted"]
-                if lines is not None:
-                    raw = [lines[i] for i, o in zip(index, result.outcomes, strict=True)
-                           if o == "accepted"]
+                result = self.host.apply(events, sources=Sources(
+                    len(index), lambda k: f"{source}[{index[k]}]"), index=index)
+                if whole and result.outcomes.count("accepted") == len(events):
+                    accepted = events
+                    raw = lines if lines is None or len(lines) == len(events) else [
+                        lines[i] for i in index]
+                else:
+                    accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
+                                if o == "accepted"]
+                    if lines is not None:
+                        raw = [lines[i] for i, o in zip(index, result.outcomes, strict=True)
+                               if o == "accepted"]
                 conflicts, conflict_keys = self._new_conflicts(events, index,
                                                                result.dead_letters)
                 report.accepted = len(accepted)
@@ -352,7 +358,7 @@ class EmbeddedService:
             report.change_ids = self.store.commit(
                 results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
                 raw=raw)
-            self._unsnapshotted.update(ev.benchmark for ev in accepted)
+            self._unsnapshotted.update([ev.benchmark for ev in accepted])
             self._remember_conflicts(conflict_keys)
         except Exception:
             # The state may already hold this batch but the database does not: start over
@@ -367,7 +373,7 @@ class EmbeddedService:
         report.reasons = dict(reasons)
         return report
 
-    def _new_conflicts(self, events: Sequence[ItemResult], index: Sequence[int],
+    def _new_conflicts(self, events: Sequence[Result], index: Sequence[int],
                        letters: Sequence[DeadLetter]) -> tuple[list[DeadLetter], list[Any]]:
         """The conflicts of a batch not reported before, and their keys.
 
@@ -401,12 +407,19 @@ class EmbeddedService:
         self._refused.labels(over.cap).inc()
         raise over
 
-    def check_caps(self, events: Sequence[ItemResult]) -> None:
+    def check_caps(self, events: Sequence[Result]) -> None:
         """Raise :class:`OverCap` when applying ``events`` would take the process past
         ``max_benchmarks``, ``max_models_per_benchmark``, ``max_clusters_per_benchmark`` or
         ``max_perturbation_kinds`` (names already held never count twice)."""
         s = self.settings
         names: dict[str, tuple[set[str], set[str], set[str]]] = {}
+        first = events[0].benchmark if events else ""
+        if len({ev.benchmark for ev in events}) <= 1 and {ev.variant for ev in events} <= {
+                "original"}:
+            if events:  # one benchmark's original results (the common case): set by set
+                names[first] = ({ev.model for ev in events},
+                                {ev.cluster for ev in events if ev.cluster is not None}, set())
+            events = ()
         for ev in events:
             got = names.get(ev.benchmark)
             if got is None:

@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from monitor.contracts import (
     DeadLetter,
-    ItemResult,
     RankingChange,
     ResolutionChange,
+    Result,
     dead_letter,
     read_wire_float,
 )
@@ -89,6 +89,28 @@ LOG_PER_SECOND = 20
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+class Sources(Sequence[str]):
+    """The source of each event of a batch (``"http[3]"``, ``"topic/0/1234"``), made only
+    when asked for: the core names sources only in the dead letters of conflicts."""
+
+    def __init__(self, n: int, name: Callable[[int], str]) -> None:
+        self._n, self._name = n, name
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [self._name(k) for k in range(self._n)[i]]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self._name(i % self._n)
 
 
 class MonitorHost:
@@ -172,7 +194,7 @@ class MonitorHost:
         return out
 
     # -- stepping --------------------------------------------------------------------------
-    def apply(self, events: Sequence[ItemResult], *, sources: Sequence[str] | None = None,
+    def apply(self, events: Sequence[Result], *, sources: Sequence[str] | None = None,
               index: Sequence[int] | None = None) -> ApplyResult:
         """Fold a batch into the benchmarks' monitors, without evaluating verdicts.
 
@@ -182,8 +204,12 @@ class MonitorHost:
         """
         num = range(len(events)) if index is None else index
         groups: dict[str, list[int]] = {}
-        for i, ev in enumerate(events):
-            groups.setdefault(ev.benchmark, []).append(i)
+        first = events[0].benchmark if events else ""
+        if len({ev.benchmark for ev in events}) > 1:
+            for i, ev in enumerate(events):
+                groups.setdefault(ev.benchmark, []).append(i)
+        elif events:
+            groups[first] = range(len(events))  # type: ignore[assignment]  # read only
         outcomes: list[Any] = [None] * len(events)
         letters: list[DeadLetter] = []
         with self.lock:
@@ -192,8 +218,11 @@ class MonitorHost:
                 batch = events if whole else [events[i] for i in rows]
                 srcs = sources if whole or sources is None else [sources[i] for i in rows]
                 result = self.monitor(name).apply(batch, sources=srcs, evaluate=False)
-                for i, o in zip(rows, result.outcomes, strict=True):
-                    outcomes[i] = o
+                if whole:
+                    outcomes = result.outcomes
+                else:
+                    for i, o in zip(rows, result.outcomes, strict=True):
+                        outcomes[i] = o
                 for letter in result.dead_letters:
                     # The core numbers events inside the batch it was given.
                     k = letter.index if letter.index is not None else 0

@@ -26,13 +26,18 @@ import json
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
-from monitor.contracts import DeadLetter, ItemResult, RankingChange, ResolutionChange, decode_events
+from monitor.contracts import (
+    DeadLetter,
+    RankingChange,
+    ResolutionChange,
+    Result,
+    decode_events,
+    fast_results,
+)
 from monitor.core import Monitor
-from monitor.runners.host import MonitorHost
+from monitor.runners.host import MonitorHost, Sources
 
 RESULTS_TOPIC = "llm-monitor.results"
 CHANGES_TOPIC = "llm-monitor.resolution-changes"
@@ -44,7 +49,6 @@ MAX_STATE_BYTES = 64 << 20
 
 _BENCH_PREFIX = b"bench:"
 _PART_PREFIX = b"partition:"
-_LIST: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 
 
 @dataclass(frozen=True)
@@ -82,24 +86,8 @@ def decode_state(raw: bytes) -> dict[str, Any]:
     return out
 
 
-class _Sources(Sequence[str]):
-    """The source of each record (``topic/partition/offset``), made only when asked for: the
-    core names sources only in the dead letters of conflicts."""
-
-    def __init__(self, records: Sequence[Record]) -> None:
-        self._records = records
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[str]: ...
-    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
-        if isinstance(i, slice):
-            return [r.source for r in self._records[i]]
-        return self._records[i].source
+def _sources(records: Sequence[Record]) -> Sources:
+    return Sources(len(records), lambda k: records[k].source)
 
 
 class WorkerCore:
@@ -183,7 +171,7 @@ class WorkerCore:
         out = StepOutput()
         fresh = [r for r in records if r.offset > self.part_offset.get(r.partition, -1)]
         out.counts["skipped"] += len(records) - len(fresh)
-        by_bench: dict[str, tuple[list[ItemResult], list[Record]]] = {}
+        by_bench: dict[str, tuple[list[Result], list[Record]]] = {}
         keys: dict[bytes, str] = {}  # record keys already matched to a benchmark name
         for rec, ev in self._decode(fresh, out):
             name = ev.benchmark
@@ -208,7 +196,7 @@ class WorkerCore:
             evs.append(ev)
             recs.append(rec)
         for name, (evs, recs) in by_bench.items():
-            result = self.host.apply(evs, sources=_Sources(recs))
+            result = self.host.apply(evs, sources=_sources(recs))
             for o in ("accepted", "duplicate", "conflict"):
                 out.counts[o] += result.count(o)
             out.dead_letters.extend(result.dead_letters)
@@ -222,24 +210,20 @@ class WorkerCore:
         return out
 
     def _decode(self, records: Sequence[Record], out: StepOutput
-                ) -> list[tuple[Record, ItemResult]]:
+                ) -> list[tuple[Record, Result]]:
         """The valid events of ``records`` with their records, in order (a record may hold
         several); each rejected record becomes a dead letter."""
         if not records:
             return []
         values = [r.value for r in records]
         if all(v is not None and b"\n" not in v and v.lstrip()[:1] == b"{" for v in values):
-            # Fast path: the whole batch validated in one call, as one JSON array. Joined
-            # with a newline, which no JSON string may hold, and each value an object (no
-            # field takes one): no event can run from one record into the next.
-            try:
-                events = _LIST.validate_json(b"[" + b",\n".join(values) + b"]")  # type: ignore[arg-type]
-            except (ValidationError, ValueError):
-                pass
-            else:
-                if len(events) == len(records):
-                    return list(zip(records, events, strict=True))
-        decoded: list[tuple[Record, ItemResult]] = []
+            # Fast path: the whole batch decoded in one call, as NDJSON: each value one line
+            # (a value holding two objects fails it, and is named below).
+            events = fast_results(b"\n".join(values), count=len(records),  # type: ignore[arg-type]
+                                  lines=True)
+            if events is not None:
+                return list(zip(records, events, strict=True))
+        decoded: list[tuple[Record, Result]] = []
         for rec in records:
             if rec.value is None:
                 out.dead_letters.append(self._on_invalid(rec, "invalid-json",

@@ -25,9 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter
 
-from monitor.contracts import DeadLetter, ItemResult
+from monitor.contracts import (
+    DeadLetter,
+    ItemResult,
+    Result,
+    WireResult,
+    as_item,
+    fast_results,
+)
 from monitor.sinks.prometheus import change_kind
 
 SCHEMA_VERSION = 1
@@ -70,17 +78,20 @@ _EVENTS: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
 _DUMP_SLICE = 5000
 
 
-def _events_json(results: Sequence[ItemResult], raw: Sequence[bytes] | None = None) -> bytes:
+def _events_json(results: Sequence[Result], raw: Sequence[bytes] | None = None) -> bytes:
     """The accepted events of one batch as one JSON array: their JSON texts as received
     (``raw``, one per result) joined, else each serialised (defaults left out)."""
     if raw is not None:
         if len(raw) != len(results):
             raise ValueError(f"{len(raw)} JSON texts for {len(results)} results")
         return b"[" + b",".join(raw) + b"]"
-    if len(results) <= _DUMP_SLICE:
-        return bytes(_EVENTS.dump_json(list(results), exclude_defaults=True))
-    parts = [_EVENTS.dump_json(list(results[lo:lo + _DUMP_SLICE]), exclude_defaults=True)[1:-1]
-             for lo in range(0, len(results), _DUMP_SLICE)]
+    if all(type(r) is WireResult for r in results):  # as the fast decoder read them
+        return msgspec.json.encode(results)
+    items = [as_item(r) for r in results]
+    if len(items) <= _DUMP_SLICE:
+        return bytes(_EVENTS.dump_json(items, exclude_defaults=True))
+    parts = [_EVENTS.dump_json(items[lo:lo + _DUMP_SLICE], exclude_defaults=True)[1:-1]
+             for lo in range(0, len(items), _DUMP_SLICE)]
     return b"[" + b",".join(parts) + b"]"
 
 
@@ -131,7 +142,7 @@ class SqliteStore:
     def commit(
         self,
         *,
-        results: Sequence[ItemResult],
+        results: Sequence[Result],
         changes: Sequence[Any] = (),
         dead_letters: Sequence[DeadLetter] = (),
         counts: Mapping[str, int] | None = None,
@@ -242,7 +253,7 @@ class SqliteStore:
 
     def iter_results(
         self, *, batch_size: int = 100_000, after: Mapping[str, int] | None = None,
-    ) -> Iterator[list[ItemResult]]:
+    ) -> Iterator[list[Result]]:
         """Stored results in the order they were acknowledged, in batches of about
         ``batch_size`` (whole ingested batches are never split).
 
@@ -255,12 +266,13 @@ class SqliteStore:
         after = dict(after or {})
         cur = self._db.execute("SELECT seq, events FROM results WHERE seq > ? ORDER BY seq",
                                (min(after.values(), default=0),))
-        out: list[ItemResult] = []
+        out: list[Result] = []
         for seq, blob in cur:
-            # One call per stored batch: pydantic-core parses and checks a row within about
-            # 10 % of json.loads alone, and model_construct is far slower (BENCHMARKS.md
-            # "Restart"), so skipping the validation of stored rows would not pay.
-            events = _EVENTS.validate_json(blob)
+            # One call per stored batch, by the ingest's fast decoder (a row it does not take
+            # whole, e.g. of an older version, by the contract's models).
+            events: Sequence[Result] | None = fast_results(blob)
+            if events is None:
+                events = _EVENTS.validate_json(blob)
             if after:
                 events = [ev for ev in events if seq > after.get(ev.benchmark, 0)]
             out.extend(events)

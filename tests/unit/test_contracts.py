@@ -16,6 +16,7 @@ from monitor.contracts import (
     EVENT_MODELS,
     PAYLOAD_LIMIT,
     ItemResult,
+    as_item,
     decode_events,
 )
 
@@ -78,7 +79,7 @@ def test_nan_and_infinity_are_rejected_with_the_field() -> None:
 def test_ints_accepted_as_scores_and_iso_timestamps() -> None:
     d = decode_events(json.dumps({**GOOD, "score": 0, "ts": "2024-06-01T12:00:00Z"}).encode(),
                       source="http")
-    ev = d.valid[0][1]
+    ev = as_item(d.valid[0][1])
     assert ev.score == 0.0 and ev.ts is not None and ev.ts.year == 2024
     assert ev.variant == "original" and ev.flags == [] and ev.schema_version == 1
 

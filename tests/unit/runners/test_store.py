@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.contracts import ItemResult, RankingChange, dead_letter
+from monitor.contracts import ItemResult, RankingChange, as_item, dead_letter
 from monitor.runners.replay import benchmark_from_path
 from monitor.runners.store import SqliteStore
 
@@ -36,7 +36,7 @@ def test_round_trip_in_commit_order(tmp_path: Path) -> None:
     store.close()
 
     store = SqliteStore(tmp_path / "s.db")
-    assert [e for batch in store.iter_results(batch_size=2) for e in batch] == first + second
+    assert [as_item(e) for batch in store.iter_results(batch_size=2) for e in batch] == first + second
     assert store.n_results() == 6
     assert store.counters() == {"accepted": 6, "invalid": 1}
     assert [c["change_id"] for c in store.changes_since(0)] == [1, 2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts import ItemResult, decode_events
+from monitor.contracts import ItemResult, as_item, decode_events
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.settings import Settings
 
@@ -49,7 +49,7 @@ def test_lines_are_kept_only_when_each_event_was_validated_from_its_own_line() -
     d = decode_events(b"\n\n".join(good) + b"\n", source="http")
     assert d.lines == good and len(d.valid) == len(good)
     for i, ev in d.valid:
-        assert ev == ItemResult.model_validate_json(d.lines[i])
+        assert as_item(ev) == ItemResult.model_validate_json(d.lines[i])
     with_bad = decode_events(b"\n".join([good[0], b"{oops", good[1]]), source="http")
     assert [i for i, _ in with_bad.valid] == [0, 2] and with_bad.lines is None
     assert decode_events(b"[" + b",".join(good) + b"]", source="http").lines is None
@@ -78,7 +78,7 @@ def test_stored_lines_read_back_as_the_accepted_events_and_rebuild_the_state(
     stored = [ev for batch in svc.store.iter_results() for ev in batch]
     expected = [ItemResult.model_validate_json(x)
                 for x in (*accepted, line(item_id="3"), line(item_id="4"))]
-    assert stored == expected
+    assert [as_item(ev) for ev in stored] == expected
     before = svc.ranking("b")
     svc.close()
     again = service(db)
