@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.contracts import ItemResult, WireResult
+from monitor.contracts import ItemResult, ResolutionChange, WireResult
 from monitor.core import CoreConfig, Monitor
 from monitor.core import board as board_module
 from monitor.core.snapshot import bench_to_snapshot
@@ -35,7 +35,7 @@ def _state(mon: Monitor, outcomes: list[str]) -> tuple[object, ...]:
     head, arrays = bench_to_snapshot(mon._benches["b"])
     return (outcomes, head, {k: v.tobytes() for k, v in arrays.items()},
             [(c.model_a, c.model_b, c.verdict, c.n) for c in mon.evaluate()
-             if hasattr(c, "model_a")])
+             if isinstance(c, ResolutionChange)])
 
 
 def _run(events: list[ItemResult], cuts: list[int]) -> tuple[object, ...]:
