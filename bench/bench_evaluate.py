@@ -12,8 +12,12 @@ so this measures the 4,500 × 20,000 board's evaluation without its hour of inge
 Peer in the same run: the same evaluation with ``consistent_order`` of the commit before the
 mean-order shortcut (``--baseline-ref REF``, read with ``git show``).
 
+``--snapshot FILE``: instead, the first evaluation of a board ingested for real, read from
+the snapshot ``bench.bench_scale --big --save-snapshot FILE`` wrote before its first
+evaluation (``--profile``: and where that evaluation spends its time, by cProfile).
+
 Run: ``.venv/bin/python -m bench.bench_evaluate [--items 200] [--share 0.3]
-[--baseline-ref 5a733d3]``
+[--baseline-ref 5a733d3] [--snapshot FILE [--profile]]``
 """
 
 from __future__ import annotations
@@ -70,6 +74,44 @@ def run(n_items: int, share: float, baseline: str | None) -> tuple[float, int, i
     return time.perf_counter() - t0, len(changes), int(decide.sum())
 
 
+def first_evaluation(path: str, *, profile: bool) -> int:
+    """The first evaluation of the board saved at ``path``, in this fresh process."""
+    from monitor.core import CoreConfig, Monitor
+
+    with open(path, "rb") as f:
+        data = f.read()
+    t0 = time.perf_counter()
+    mon = Monitor.load_snapshot(data, CoreConfig())
+    del data
+    loaded = time.perf_counter() - t0
+    name = mon.benchmarks()[0]
+    st = mon._benches[name]
+    mon._dirty[name] = None  # a restored board is evaluated again; this one never was
+    st.table_stale = True
+    print(f"board: {st.k:,} models × {len(st.item_ids):,} items, loaded in {loaded:.1f} s; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t0 = time.perf_counter()
+    changes = mon.evaluate()
+    secs = time.perf_counter() - t0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    print(f"first evaluation {secs:.2f} s, {len(changes):,} change events")
+    t0 = time.perf_counter()
+    mon.evaluate()
+    mon.ranking(name)
+    print(f"evaluate + ranking read after it {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import scipy.stats  # noqa: F401  # imported outside the clock, as a running server has
@@ -78,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--share", type=float, default=0.3)
     parser.add_argument("--baseline-ref", default=None)
+    parser.add_argument("--snapshot", metavar="FILE", default=None,
+                        help="time the first evaluation of the board saved in FILE instead")
+    parser.add_argument("--profile", action="store_true", help="with --snapshot: cProfile it")
     args = parser.parse_args(argv)
+    if args.snapshot:
+        return first_evaluation(args.snapshot, profile=args.profile)
     print(f"load average {os.getloadavg()[0]:.2f}")
     for label, ref in (("ours", None), ("baseline", args.baseline_ref)):
         if label == "baseline" and ref is None:

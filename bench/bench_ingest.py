@@ -325,7 +325,9 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     row(f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
         _http(bodies, lines, tmp / "stage-http.db", REPO))
     if kafka:
-        row("Kafka worker (kafka-python engine), Tansu, 3 partitions", _kafka(lines, tmp))
+        for compression in ("zstd", "none"):
+            row(f"Kafka worker (kafka-python engine), Tansu, 3 partitions, {compression} "
+                "batches", _kafka(lines, tmp / compression, compression))
     ref = rows[0][1]
     width = max(len(label) for label, _ in rows)
     print(f"{'stage':<{width}}  {'lines/s':>10}  ratio to json.loads")
@@ -360,19 +362,20 @@ def _http(bodies: list[bytes], lines: list[bytes], db: Path, tree: Path) -> floa
         srv.stop()
 
 
-def _kafka(lines: list[bytes], tmp: Path) -> float:
+def _kafka(lines: list[bytes], tmp: Path, compression: str) -> float:
     import pytest  # the broker harness fails loudly through pytest.fail
 
     from bench.bench_worker import _fill, _ours
     from tests.integration.kafka_harness import Broker
 
+    tmp.mkdir(exist_ok=True)
     broker = Broker(tmp / "tansu.log")
     try:
         broker.start()
     except pytest.fail.Exception as exc:
         raise SystemExit(str(exc)) from None
     try:
-        _fill(broker.bootstrap, [(b"mmlu_pro", ln) for ln in lines])
+        _fill(broker.bootstrap, [(b"mmlu_pro", ln) for ln in lines], compression)
         rate, counters = _ours(broker.bootstrap, len(lines))
     finally:
         broker.stop()

@@ -10,13 +10,15 @@ client library. Both are timed from the first record received to the last one pr
 Ours, second engine: ``llm-monitor worker --engine faust`` (a checkpoint per ``take_events``
 batch), as a process on the same pre-filled topic, timed by scraping its /metrics every 100 ms.
 
-Run: ``.venv/bin/python -m bench.bench_worker [--results 200000] [--engine kafka|faust|both]``
+Run: ``.venv/bin/python -m bench.bench_worker [--results 200000] [--engine kafka|faust|both]
+[--compression zstd|none]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import time
@@ -39,16 +41,17 @@ def _payloads(n: int, data: Path) -> list[tuple[bytes, bytes]]:
             for ev in stream.events(0, n)]
 
 
-def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]]) -> float:
+def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]], compression: str) -> float:
     from kafka import KafkaProducer
 
     from monitor.runners.kafka_admin import ensure_topics
-    from monitor.runners.kafka_core import RESULTS_TOPIC
+    from monitor.runners.kafka_core import RESULTS_PRODUCER, RESULTS_TOPIC
 
     ensure_topics([bootstrap], 3)
     t0 = time.perf_counter()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20,
-                             batch_size=512 << 10)
+    options = {**RESULTS_PRODUCER,  # as `llm-monitor produce` sends results
+               "compression_type": None if compression == "none" else compression}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, **options)
     for key, value in payloads:
         producer.send(RESULTS_TOPIC, key=key, value=value)
     producer.flush(timeout=300)
@@ -123,11 +126,15 @@ def _ours_faust(broker: Any, n: int, log: Path) -> tuple[float, dict[str, float]
 def _peer(bootstrap: str, n: int) -> float:
     from kafka import KafkaConsumer
 
-    from monitor.runners.kafka_core import RESULTS_TOPIC
+    from monitor.runners.kafka_core import CONSUMER_FETCH, RESULTS_TOPIC
+    from monitor.runners.settings import Settings
 
+    # the worker's own consumer options: the peer differs from it only in what it does with
+    # each record
     consumer = KafkaConsumer(RESULTS_TOPIC, bootstrap_servers=bootstrap, group_id="bench-peer",
                              auto_offset_reset="earliest", enable_auto_commit=False,
-                             session_timeout_ms=6000, max_poll_records=5000)
+                             session_timeout_ms=6000, **CONSUMER_FETCH,
+                             max_poll_records=Settings.model_fields["batch_size"].default)
     seen = 0
     t0 = 0.0
     deadline = time.monotonic() + 600
@@ -150,6 +157,9 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=200_000)
     parser.add_argument("--engine", choices=("kafka", "faust", "both"), default="both",
                         help="which worker engine(s) to measure (default: both)")
+    parser.add_argument("--compression", choices=("zstd", "none"), default="zstd",
+                        help="record batches as `llm-monitor produce` sends them (zstd), or "
+                             "uncompressed")
     args = parser.parse_args()
     import pytest  # the broker harness fails loudly through pytest.fail
 
@@ -170,7 +180,7 @@ def main() -> None:
             except pytest.fail.Exception as exc:
                 raise SystemExit(str(exc)) from None
             try:
-                produce_rate = _fill(broker.bootstrap, payloads)
+                produce_rate = _fill(broker.bootstrap, payloads, args.compression)
                 if engine == "kafka":
                     ours[engine] = _ours(broker.bootstrap, n)
                 else:
@@ -179,7 +189,8 @@ def main() -> None:
                     peer = _peer(broker.bootstrap, n)
             finally:
                 broker.stop()
-    print(f"results: {n} (MMLU-Pro, 20 models, shuffled), 3 partitions, local Tansu broker")
+    print(f"results: {n} (MMLU-Pro, 20 models, shuffled), 3 partitions, local Tansu broker, "
+          f"record batches {args.compression}; load average {os.getloadavg()[0]:.2f}")
     print(f"fill (kafka-python producer):       {produce_rate:10,.0f} results/s")
     for engine, (rate, counters) in ours.items():
         label = f"ours (llm-monitor worker, {engine}):"

@@ -45,7 +45,7 @@ def produce_file(
     from kafka import KafkaProducer
 
     from monitor.runners.kafka_admin import ensure_topics
-    from monitor.runners.kafka_core import RESULTS_TOPIC
+    from monitor.runners.kafka_core import RESULTS_PRODUCER, RESULTS_TOPIC
     from monitor.runners.replay import ReplayStream, load_blocks
     from monitor.runners.settings import bootstrap_servers
 
@@ -58,9 +58,8 @@ def produce_file(
     except ValueError as exc:
         raise ConfigError(f"--broker: {exc}") from None
     ensure_topics(hosts, partitions)
-    producer = KafkaProducer(bootstrap_servers=hosts, acks="all", linger_ms=20,
-                             batch_size=256 << 10, retries=5,
-                             max_in_flight_requests_per_connection=1)
+    producer = KafkaProducer(bootstrap_servers=hosts, acks="all", retries=5,
+                             max_in_flight_requests_per_connection=1, **RESULTS_PRODUCER)
     sent = 0
     try:
         for lo in range(0, total, 10_000):

@@ -34,6 +34,7 @@ from monitor.runners.host import GC_SECONDS, MonitorHost, batch_collection, coll
 from monitor.runners.kafka_admin import ensure_topics, read_state
 from monitor.runners.kafka_core import (
     CHANGES_TOPIC,
+    CONSUMER_FETCH,
     DEAD_LETTER_TOPIC,
     MAX_STATE_BYTES,
     RESULTS_TOPIC,
@@ -74,7 +75,7 @@ class KafkaWorker:
         self.consumer = KafkaConsumer(
             bootstrap_servers=opts.bootstrap, group_id=opts.group, enable_auto_commit=False,
             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000,
-            max_poll_records=opts.batch_size, max_poll_interval_ms=300_000,
+            max_poll_records=opts.batch_size, max_poll_interval_ms=300_000, **CONSUMER_FETCH,
         )
         self.consumer.subscribe([RESULTS_TOPIC], listener=_Listener(self))
         try:

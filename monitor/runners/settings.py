@@ -222,7 +222,7 @@ class Settings(BaseSettings):
     # Seconds between state checkpoints (and offset commits) of the kafka-python engine; the
     # longest wait for a batch of the Faust engine.
     checkpoint_interval: float = Field(default=2.0, gt=0.0)
-    batch_size: int = Field(default=5000, ge=1)
+    batch_size: int = Field(default=20_000, ge=1)  # records per poll of a worker
     engine: Literal["kafka", "faust"] = "kafka"
 
     @classmethod
