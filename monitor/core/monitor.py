@@ -43,12 +43,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.contracts import (
     DeadLetter,
     RankingChange,
     ResolutionChange,
     Result,
+    Results,
     dead_letter,
 )
 from monitor.core.board import BenchmarkState
@@ -61,21 +63,41 @@ from monitor.core.table import PairTable, PairView, verdict_text
 from monitor.stats.samples import cell_means
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
-_OUTCOMES = np.array(["accepted", "duplicate", "conflict"], dtype=object)
+#: The outcomes of an event, in the order of their codes (:attr:`ApplyResult.codes`).
+OUTCOMES: tuple[Outcome, ...] = ("accepted", "duplicate", "conflict")
+_OUTCOMES = np.array(OUTCOMES, dtype=object)
+_CODE: dict[str, int] = {o: k for k, o in enumerate(OUTCOMES)}
+ACCEPTED, DUPLICATE, CONFLICT = range(3)
 Change = ResolutionChange | RankingChange
 
 
 @dataclass(frozen=True)
 class ApplyResult:
-    """What one batch did: an outcome per event (in order), conflicts and change events."""
+    """What one batch did: an outcome per event (in order), conflicts and change events.
 
-    outcomes: list[Outcome]
+    ``codes`` holds each event's outcome as its index in :data:`OUTCOMES` (int8);
+    :attr:`outcomes` spells them out when asked.
+    """
+
+    codes: NDArray[np.int8]
     dead_letters: list[DeadLetter]
     changes: list[Change]
 
+    @classmethod
+    def of(cls, outcomes: Sequence[Outcome], dead_letters: list[DeadLetter],
+           changes: list[Change]) -> ApplyResult:
+        """The result of outcomes spelt out."""
+        codes = np.fromiter((_CODE[o] for o in outcomes), dtype=np.int8, count=len(outcomes))
+        return cls(codes=codes, dead_letters=dead_letters, changes=changes)
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """Each event's outcome, in order."""
+        return _OUTCOMES[self.codes].tolist()  # type: ignore[no-any-return]
+
     def count(self, outcome: Outcome) -> int:
         """Number of events of the batch with this outcome."""
-        return sum(1 for o in self.outcomes if o == outcome)
+        return int(np.count_nonzero(self.codes == _CODE[outcome]))
 
 
 @dataclass
@@ -141,7 +163,10 @@ class Monitor:
         (say every 250 ms under load) instead of after every request; the change events then
         describe the state at those evaluation points.
         """
-        outcomes: list[Any] = [None] * len(events)
+        events = Results.of(events)
+        # Each event's outcome code (−1 until decided): the fold decides the new cells,
+        # the samples and perturbed variants are decided as they are read.
+        codes = np.full(len(events), -1, dtype=np.int8)
         pending = self._plain(events)
         by_bench: dict[str, _Pending] = {}
         benches = self._benches
@@ -165,64 +190,59 @@ class Monitor:
                     pend.cols.append(c)
                     pend.scores.append(ev.score)
                 else:
-                    outcomes[i] = _take_sample(st, pend, i, ev, r, c)
+                    o = _take_sample(st, pend, i, ev, r, c)
+                    if o is not None:
+                        codes[i] = _CODE[o]
                 if ev.flags:
                     pend.flagged.append((i, ev.item_id, ev.flags))
             else:
-                outcomes[i] = self._perturbed(st, pend, ev)
-                if ev.flags and outcomes[i] == "accepted":
+                codes[i] = _CODE[self._perturbed(st, pend, ev)]
+                if ev.flags and codes[i] == ACCEPTED:
                     pend.flagged.append((-1, ev.item_id, ev.flags))
 
         pending = pending if pending is not None else by_bench
         for name, pend in pending.items():
-            self._fold(benches[name], pend, outcomes)
+            self._fold(benches[name], pend, codes)
 
-        dead: list[DeadLetter] = []
-        for i, o in enumerate(outcomes):
-            if o == "conflict":
-                dead.append(self._conflict(events[i], i, sources))
-        self._counters.accepted += outcomes.count("accepted")
-        self._counters.duplicate += outcomes.count("duplicate")
+        dead = [self._conflict(events[i], i, sources)
+                for i in np.flatnonzero(codes == CONFLICT).tolist()]
+        self._counters.accepted += int(np.count_nonzero(codes == ACCEPTED))
+        self._counters.duplicate += int(np.count_nonzero(codes == DUPLICATE))
         self._counters.conflict += len(dead)
 
         for name in pending:
             self._dirty.setdefault(name, None)
             benches[name].table_stale = True
         changes = self.evaluate() if evaluate else []
-        return ApplyResult(outcomes=outcomes, dead_letters=dead, changes=changes)
+        return ApplyResult(codes=codes, dead_letters=dead, changes=changes)
 
-    def _plain(self, events: Sequence[Result]) -> dict[str, _Pending] | None:
+    def _plain(self, events: Results) -> dict[str, _Pending] | None:
         """The pending cells of a batch of one benchmark's unflagged original results of one
         sample (the common case), read column by column; None for any other batch. Rows and
         columns are created in event order, as the loop of :meth:`apply` creates them."""
-        if not events:
+        if not events or self.config.samples != 1 or not events.plain:
             return None
         name = events[0].benchmark
         st = self._benches.get(name)
-        # one pass per field: a set comprehension costs less than a generator's conditions
-        if ((st is not None and st.Y is not None) or self.config.samples != 1
-                or {ev.benchmark for ev in events} != {name}
-                or {ev.variant for ev in events} != {"original"}
-                or {ev.sample for ev in events} != {0} or any([ev.flags for ev in events])):
+        if st is not None and st.Y is not None:
             return None
         if st is None:
             st = self._benches[name] = BenchmarkState(name, self.config.samples)
-        row, col = st.item_row.get, st.model_col.get
-        items = [ev.item_id for ev in events]
-        models = [ev.model for ev in events]
-        rows = [row(i) for i in items]
-        cols = [col(m) for m in models]
+        items, models = events.items, events.models
+        rows = list(map(st.item_row.get, items))
+        cols = list(map(st.model_col.get, models))
         if None in rows:
+            clusters = events.clusters
             for j, r in enumerate(rows):
                 if r is None:
-                    rows[j] = st.row_of(items[j], events[j].cluster)
+                    rows[j] = st.row_of(items[j], clusters[j])
         if None in cols:
             for j, c in enumerate(cols):
                 if c is None:
                     cols[j] = st.col_of(models[j])
-        return {name: _Pending(index=list(range(len(events))), rows=rows,  # type: ignore[arg-type]
+        return {name: _Pending(index=range(len(events)), rows=rows,  # type: ignore[arg-type]
                                cols=cols,  # type: ignore[arg-type]  # no None left
-                               scores=[ev.score for ev in events])}
+                               scores=events.scores)}
 
     def evaluate(self) -> list[Change]:
         """Re-evaluate verdicts and rankings of the benchmarks touched since the last call."""
@@ -248,8 +268,9 @@ class Monitor:
             return "accepted"
         return "duplicate" if old == ev.score else "conflict"
 
-    def _fold(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> None:
-        idx = np.asarray(pend.index, dtype=np.int64)
+    def _fold(self, st: BenchmarkState, pend: _Pending, codes: NDArray[np.int8]) -> None:
+        idx = (np.arange(len(pend.index)) if isinstance(pend.index, range)  # the whole batch
+               else np.asarray(pend.index, dtype=np.int64))
         rows = np.asarray(pend.rows, dtype=np.int64)
         cols = np.asarray(pend.cols, dtype=np.int64)
         scores = np.asarray(pend.scores, dtype=np.float64)
@@ -257,28 +278,27 @@ class Monitor:
         if idx.size:
             current = st.X[rows, cols]
             existing = ~np.isnan(current)
-            # Within the batch, the first result for an empty cell is accepted and later
-            # ones for the same cell are compared with it.
             key = rows * st.X.shape[1] + cols
-            order = np.argsort(key, kind="stable")
-            ks = key[order]
-            starts = np.ones(ks.size, dtype=bool)
-            starts[1:] = ks[1:] != ks[:-1]
-            first_pos = order[np.maximum.accumulate(np.where(starts, np.arange(ks.size), 0))]
-            first_of = np.empty_like(first_pos)
-            first_of[order] = first_pos
-            is_first = first_of == np.arange(idx.size)
-            reference = np.where(existing, current, scores[first_of])
-            accepted = ~existing & is_first
-            same = scores == reference
-            named = _OUTCOMES[np.where(accepted, 0, np.where(same, 1, 2))].tolist()
-            if idx.size == len(outcomes):  # the whole batch, in order
-                outcomes[:] = named
+            if not existing.any() and np.unique(key).size == key.size:
+                accepted[:] = True  # new cells, each once (the common case): all accepted
+                codes[idx] = ACCEPTED
             else:
-                for j, o in zip(idx.tolist(), named, strict=True):
-                    outcomes[j] = o
+                # Within the batch, the first result for an empty cell is accepted and later
+                # ones for the same cell are compared with it.
+                order = np.argsort(key, kind="stable")
+                ks = key[order]
+                starts = np.ones(ks.size, dtype=bool)
+                starts[1:] = ks[1:] != ks[:-1]
+                first_pos = order[np.maximum.accumulate(np.where(starts, np.arange(ks.size), 0))]
+                first_of = np.empty_like(first_pos)
+                first_of[order] = first_pos
+                is_first = first_of == np.arange(idx.size)
+                reference = np.where(existing, current, scores[first_of])
+                accepted = ~existing & is_first
+                same = scores == reference
+                codes[idx] = np.where(accepted, ACCEPTED, np.where(same, DUPLICATE, CONFLICT))
 
-        newly_excluded = self._flags(st, pend, outcomes)
+        newly_excluded = self._flags(st, pend, codes)
         acc_rows, acc_cols, acc_scores = rows[accepted], cols[accepted], scores[accepted]
         if newly_excluded.size:
             # Excluded items leave the pair sums from the end of the batch on (decisions
@@ -290,10 +310,10 @@ class Monitor:
             st.stamp(decided, self._now())
         st.count_batch_stability(pend.perturbed, acc_rows, acc_cols)
 
-    def _flags(self, st: BenchmarkState, pend: _Pending, outcomes: list[Any]) -> np.ndarray:
+    def _flags(self, st: BenchmarkState, pend: _Pending, codes: NDArray[np.int8]) -> np.ndarray:
         newly: list[int] = []
         for i, item_id, flags in pend.flagged:
-            if i >= 0 and outcomes[i] != "accepted":
+            if i >= 0 and codes[i] != ACCEPTED:
                 continue
             for flag in flags:
                 st.flagged.setdefault(flag, set()).add(item_id)

@@ -20,10 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from monitor.contracts import DeadLetter, Result, dead_letter, decode_events
+from monitor.contracts import DeadLetter, Result, Results, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
+from monitor.core.monitor import ACCEPTED
 from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
 from monitor.runners.host import collector_paused as _collector_paused
@@ -241,7 +243,7 @@ class EmbeddedService:
         with _collector_paused():
             for batch in self.store.iter_results(batch_size=_REBUILD_BATCH, after=after):
                 self.host.apply(batch)
-                self._unsnapshotted.update(ev.benchmark for ev in batch)
+                self._count_unsnapshotted(batch)
                 replayed += len(batch)
         t_tail = time.perf_counter()
         # Decisions logged before a benchmark's snapshot are in it already.
@@ -289,10 +291,11 @@ class EmbeddedService:
         for letter in decoded.invalid:
             unkept[letter.reason] -= 1
         with self.host.lock:
-            self.check_caps([ev for _, ev in decoded.valid])
-            report = self.ingest(decoded.valid, decoded.invalid, source=source, t0=t0,
-                                 unkept={r: n for r, n in unkept.items() if n},
-                                 lines=decoded.lines)
+            self.check_caps(decoded.results)
+            report = self._ingest(decoded.results, decoded.index, decoded.invalid,
+                                  source=source, t0=t0,
+                                  unkept={r: n for r, n in unkept.items() if n},
+                                  lines=decoded.lines, text=decoded.text)
         report.events, report.body_error = decoded.events, decoded.body_error
         return report
 
@@ -313,6 +316,15 @@ class EmbeddedService:
         ``lines`` (:attr:`monitor.contracts.Decoded.lines`, by the indices of ``valid``): the
         JSON text of each event, stored as it came.
         """
+        return self._ingest(Results([ev for _, ev in valid]), [i for i, _ in valid], invalid,
+                            source=source, t0=t0, unkept=unkept, lines=lines)
+
+    def _ingest(self, events: Results, index: list[int] | None, invalid: Sequence[DeadLetter],
+                *, source: str, t0: float | None, unkept: dict[str, int] | None,
+                lines: Sequence[bytes] | None, text: bytes | None = None) -> IngestReport:
+        """:meth:`ingest` of ``events`` numbered ``index`` in their request (None: 0, 1, …);
+        ``text``: the NDJSON text whose lines are ``events`` (stored as it came when every
+        one is accepted)."""
         t0 = time.perf_counter() if t0 is None else t0
         letters = [self.host.on_invalid(d.reason, d.detail, d.payload, source=d.source,
                                         index=d.index) for d in invalid]
@@ -320,10 +332,10 @@ class EmbeddedService:
         if unkept:
             reasons.update(unkept)
             self.host.metrics.observe({"invalid": sum(unkept.values())})
-        report = IngestReport(invalid=reasons.total(), events=len(valid) + reasons.total())
-        events = [ev for _, ev in valid]
-        index = [i for i, _ in valid]
-        whole = bool(index) and index[-1] == len(index) - 1  # every event of the request
+        report = IngestReport(invalid=reasons.total(), events=len(events) + reasons.total())
+        num: Sequence[int] = range(len(events)) if index is None else index
+        # every event of the request, in order
+        whole = bool(num) and num[-1] == len(num) - 1
         changes: list[Change] = []
         accepted: Sequence[Result] = []
         raw: Sequence[bytes] | None = None
@@ -332,19 +344,21 @@ class EmbeddedService:
         try:
             if events:
                 result = self.host.apply(events, sources=Sources(
-                    len(index), lambda k: f"{source}[{index[k]}]"), index=index)
-                if whole and result.outcomes.count("accepted") == len(events):
+                    len(num), lambda k: f"{source}[{num[k]}]"), index=index)
+                taken = result.codes == ACCEPTED
+                n_taken = int(np.count_nonzero(taken))
+                if whole and n_taken == len(events):
                     accepted = events
-                    raw = lines if lines is None or len(lines) == len(events) else [
-                        lines[i] for i in index]
+                    if text is None:
+                        raw = lines if lines is None or len(lines) == len(events) else [
+                            lines[i] for i in num]
                 else:
-                    accepted = [ev for ev, o in zip(events, result.outcomes, strict=True)
-                                if o == "accepted"]
+                    text = None
+                    keep = np.flatnonzero(taken).tolist()
+                    accepted = [events[k] for k in keep]
                     if lines is not None:
-                        raw = [lines[i] for i, o in zip(index, result.outcomes, strict=True)
-                               if o == "accepted"]
-                conflicts, conflict_keys = self._new_conflicts(events, index,
-                                                               result.dead_letters)
+                        raw = [lines[num[k]] for k in keep]
+                conflicts, conflict_keys = self._new_conflicts(events, num, result.dead_letters)
                 report.accepted = len(accepted)
                 report.duplicate = (result.count("duplicate") + len(result.dead_letters)
                                     - len(conflicts))
@@ -357,8 +371,8 @@ class EmbeddedService:
             changes = self.host.evaluate_if_due()
             report.change_ids = self.store.commit(
                 results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
-                raw=raw)
-            self._unsnapshotted.update([ev.benchmark for ev in accepted])
+                raw=raw, text=text)
+            self._count_unsnapshotted(accepted)
             self._remember_conflicts(conflict_keys)
         except Exception:
             # The state may already hold this batch but the database does not: start over
@@ -373,6 +387,14 @@ class EmbeddedService:
         report.reasons = dict(reasons)
         return report
 
+    def _count_unsnapshotted(self, accepted: Sequence[Result]) -> None:
+        """Count the results each benchmark holds beyond its last snapshot."""
+        name = accepted.benchmark if isinstance(accepted, Results) else None
+        if name is not None:
+            self._unsnapshotted[name] += len(accepted)
+        else:
+            self._unsnapshotted.update([ev.benchmark for ev in accepted])
+
     def _new_conflicts(self, events: Sequence[Result], index: Sequence[int],
                        letters: Sequence[DeadLetter]) -> tuple[list[DeadLetter], list[Any]]:
         """The conflicts of a batch not reported before, and their keys.
@@ -381,7 +403,11 @@ class EmbeddedService:
         of its reply) was reported already: it counts as a duplicate, not as a new conflict
         (among the last ``REMEMBERED_CONFLICTS`` conflicts of this process).
         """
-        where = {i: k for k, i in enumerate(index)}
+        if not letters:
+            return [], []
+        where: Any = (dict(zip(index, range(len(index)), strict=True))
+                      if not isinstance(index, range) else
+                      {i: i for i in (d.index for d in letters) if i is not None})
         fresh: list[DeadLetter] = []
         keys: dict[Any, None] = {}  # ordered, and a set for the lookups
         for d in letters:
@@ -413,14 +439,13 @@ class EmbeddedService:
         ``max_perturbation_kinds`` (names already held never count twice)."""
         s = self.settings
         names: dict[str, tuple[set[str], set[str], set[str]]] = {}
-        first = events[0].benchmark if events else ""
-        if len({ev.benchmark for ev in events}) <= 1 and {ev.variant for ev in events} <= {
-                "original"}:
-            if events:  # one benchmark's original results (the common case): set by set
-                names[first] = ({ev.model for ev in events},
-                                {ev.cluster for ev in events if ev.cluster is not None}, set())
-            events = ()
-        for ev in events:
+        batch = Results.of(events)
+        first = batch.benchmark
+        if first is not None and (batch.defaults or {ev.variant for ev in batch} == {"original"}):
+            # one benchmark's original results (the common case): set by set
+            names[first] = (set(batch.models), set(batch.clusters) - {None}, set())  # type: ignore[arg-type]
+            batch = Results()
+        for ev in batch:
             got = names.get(ev.benchmark)
             if got is None:
                 got = names[ev.benchmark] = (set(), set(), set())

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, overload
 
+import numpy as np
 from prometheus_client import CollectorRegistry, start_http_server
 
 from monitor.contracts import (
@@ -28,6 +29,7 @@ from monitor.contracts import (
     RankingChange,
     ResolutionChange,
     Result,
+    Results,
     dead_letter,
     read_wire_float,
 )
@@ -202,37 +204,46 @@ class MonitorHost:
         by ``index`` — the numbers the sender knows its events by (default: position in the
         batch) — and carry ``sources[i]``.
         """
+        events = Results.of(events)
         num = range(len(events)) if index is None else index
-        groups: dict[str, list[int]] = {}
-        first = events[0].benchmark if events else ""
-        if len({ev.benchmark for ev in events}) > 1:
+        groups: dict[str, Sequence[int]] = {}
+        if len(events.benchmarks) > 1:
+            by: dict[str, list[int]] = {}
             for i, ev in enumerate(events):
-                groups.setdefault(ev.benchmark, []).append(i)
+                by.setdefault(ev.benchmark, []).append(i)
+            groups.update(by)
         elif events:
-            groups[first] = range(len(events))  # type: ignore[assignment]  # read only
-        outcomes: list[Any] = [None] * len(events)
-        letters: list[DeadLetter] = []
-        with self.lock:
-            for name, rows in groups.items():
-                whole = len(groups) == 1
-                batch = events if whole else [events[i] for i in rows]
-                srcs = sources if whole or sources is None else [sources[i] for i in rows]
-                result = self.monitor(name).apply(batch, sources=srcs, evaluate=False)
-                if whole:
-                    outcomes = result.outcomes
-                else:
-                    for i, o in zip(rows, result.outcomes, strict=True):
-                        outcomes[i] = o
-                for letter in result.dead_letters:
-                    # The core numbers events inside the batch it was given.
-                    k = letter.index if letter.index is not None else 0
-                    n = num[rows[k]]
-                    letters.append(letter.model_copy(update={
-                        "index": n,
-                        "detail": letter.detail.replace(f"event {k}:", f"event {n}:", 1),
-                    }))
+            groups[events[0].benchmark] = range(len(events))
+        if len(groups) == 1:
+            with self.lock:
+                result = self.monitor(next(iter(groups))).apply(events, sources=sources,
+                                                                evaluate=False)
+            codes, letters = result.codes, [self._renumbered(d, num, None)
+                                            for d in result.dead_letters]
+        else:
+            codes = np.zeros(len(events), dtype=np.int8)
+            letters = []
+            with self.lock:
+                for name, rows in groups.items():
+                    srcs = None if sources is None else [sources[i] for i in rows]
+                    result = self.monitor(name).apply([events[i] for i in rows], sources=srcs,
+                                                      evaluate=False)
+                    codes[np.asarray(rows, dtype=np.int64)] = result.codes
+                    letters.extend(self._renumbered(d, num, rows) for d in result.dead_letters)
         letters.sort(key=lambda d: d.index if d.index is not None else -1)
-        return ApplyResult(outcomes=outcomes, dead_letters=letters, changes=[])
+        return ApplyResult(codes=codes, dead_letters=letters, changes=[])
+
+    @staticmethod
+    def _renumbered(letter: DeadLetter, num: Sequence[int], rows: Sequence[int] | None
+                    ) -> DeadLetter:
+        """A conflict of the core numbered as the sender knows its event (the core numbers
+        events inside the batch it was given)."""
+        k = letter.index if letter.index is not None else 0
+        n = num[k if rows is None else rows[k]]
+        if n == k:
+            return letter
+        return letter.model_copy(update={
+            "index": n, "detail": letter.detail.replace(f"event {k}:", f"event {n}:", 1)})
 
     @property
     def dirty(self) -> bool:

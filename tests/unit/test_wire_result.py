@@ -16,7 +16,14 @@ from pydantic import ValidationError
 
 import monitor.contracts as contracts
 from monitor.commands.schemas import VALID_EXAMPLES
-from monitor.contracts import ItemResult, WireResult, as_item, decode_events, fast_results
+from monitor.contracts import (
+    ItemResult,
+    PlainResult,
+    WireResult,
+    as_item,
+    decode_events,
+    fast_results,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {"benchmark": "b", "item_id": "1", "model": "m", "score": 1}
@@ -39,13 +46,25 @@ def _flat(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_wire_result_has_the_contracts_fields_and_bounds() -> None:
-    ours = msgspec.json.schema(WireResult)
-    wire = ours["$defs"]["WireResult"]
+@pytest.mark.parametrize("struct", [WireResult, PlainResult])
+def test_the_fast_decoders_have_the_contracts_fields_and_bounds(struct: type) -> None:
+    ours = msgspec.json.schema(struct)
+    wire = ours["$defs"][struct.__name__]
     contract = ItemResult.model_json_schema()
-    assert list(wire["properties"]) == list(contract["properties"])
+    if struct is PlainResult:  # the fields it holds; the others read as their defaults
+        held = [f for f in contract["properties"] if f in wire["properties"]]
+        assert held == ["benchmark", "item_id", "model", "score", "cluster", "run_id",
+                        "schema_version"]
+        defaults = ItemResult(benchmark="b", item_id="1", model="m", score=1)
+        assert all(tuple(getattr(PlainResult, f)) == tuple(getattr(defaults, f)) if f == "flags"
+                   else getattr(PlainResult, f) == getattr(defaults, f)
+                   for f in contract["properties"] if f not in held)
+    else:
+        assert list(wire["properties"]) == list(contract["properties"])
     assert set(wire["required"]) == set(contract["required"])
     for name, prop in contract["properties"].items():
+        if name not in wire["properties"]:
+            continue
         if name in ("ts", "variant"):
             continue  # read by the contract's own reader and pattern after decoding
         want = _flat(prop, contract.get("$defs", {}))
@@ -135,4 +154,9 @@ def test_the_fast_path_names_nothing_itself() -> None:
     assert d.invalid[0].index == 1 and "'variant'" in d.invalid[0].detail
     assert all(isinstance(ev, ItemResult) for _, ev in d.valid)
     ok = decode_events(b"\n".join([good, good]), source="http")
-    assert all(isinstance(ev, WireResult) for _, ev in ok.valid)
+    assert all(isinstance(ev, PlainResult) for _, ev in ok.valid) and ok.results.plain
+    # a key PlainResult does not hold: read as a WireResult
+    wire = decode_events(b"\n".join([good, json.dumps({**GOOD, "sample": 0}).encode()]),
+                         source="http")
+    assert all(isinstance(ev, WireResult) for _, ev in wire.valid)
+    assert wire.results.plain and not wire.results.defaults  # by a pass over the events

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import zstandard
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult, as_item, decode_events
@@ -24,11 +25,14 @@ def service(db: Path) -> EmbeddedService:
 
 
 def stored_rows(db: Path) -> list[bytes]:
+    """The JSON of each stored results row (rows are zstd-compressed)."""
     con = sqlite3.connect(db)
     try:
-        return [bytes(b) for (b,) in con.execute("SELECT events FROM results ORDER BY seq")]
+        rows = [bytes(b) for (b,) in con.execute("SELECT events FROM results ORDER BY seq")]
     finally:
         con.close()
+    assert all(r[:4] == b"\x28\xb5\x2f\xfd" for r in rows)
+    return [zstandard.ZstdDecompressor().decompress(r) for r in rows]
 
 
 def test_a_string_cannot_run_from_one_line_into_the_next() -> None:
@@ -87,3 +91,15 @@ def test_stored_lines_read_back_as_the_accepted_events_and_rebuild_the_state(
         assert again.store.n_results() == 5
     finally:
         again.close()
+
+
+def test_a_body_of_valid_lines_is_stored_as_it_came_and_reads_back(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    svc = service(db)
+    body = b"\n".join([line(), line(model="n", score=0, cluster="c", run_id="r"),
+                       b'{"benchmark":"b","item_id":"2","model":"m","score":0.5,"sample":0}'])
+    assert svc.ingest_body(body + b"\n").accepted == 3
+    assert stored_rows(db) == [body]  # the body itself (stripped), not re-serialised
+    stored = [as_item(ev) for batch in svc.store.iter_results() for ev in batch]
+    assert stored == [ItemResult.model_validate_json(x) for x in body.split(b"\n")]
+    svc.close()
