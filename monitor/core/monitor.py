@@ -278,11 +278,11 @@ class Monitor:
         if idx.size:
             current = st.X[rows, cols]
             existing = ~np.isnan(current)
-            key = rows * st.X.shape[1] + cols
-            if not existing.any() and np.unique(key).size == key.size:
+            if not existing.any() and _distinct_cells(st.X, rows, cols):
                 accepted[:] = True  # new cells, each once (the common case): all accepted
                 codes[idx] = ACCEPTED
             else:
+                key = rows * st.X.shape[1] + cols
                 # Within the batch, the first result for an empty cell is accepted and later
                 # ones for the same cell are compared with it.
                 order = np.argsort(key, kind="stable")
@@ -622,6 +622,20 @@ class Monitor:
         if st is None:
             raise KeyError(f"unknown benchmark {benchmark!r}")
         return st
+
+
+def _distinct_cells(X: NDArray[np.float64], rows: NDArray[np.int64], cols: NDArray[np.int64]
+                    ) -> bool:
+    """True when no cell (rows[i], cols[i]) comes twice; the cells are empty (NaN) and stay so.
+
+    Each cell is written its position and read back: a cell named twice keeps the later
+    position, so the earlier one reads another (three passes, no sort).
+    """
+    at = np.arange(rows.size, dtype=np.float64)
+    X[rows, cols] = at
+    distinct = bool(np.array_equal(X[rows, cols], at))
+    X[rows, cols] = np.nan
+    return distinct
 
 
 def _take_sample(st: BenchmarkState, pend: _Pending, i: int, ev: Result, r: int,
