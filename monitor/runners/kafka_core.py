@@ -26,13 +26,14 @@ import json
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from monitor.contracts import (
     DeadLetter,
     RankingChange,
     ResolutionChange,
     Result,
+    Results,
     decode_events,
     fast_results,
 )
@@ -63,8 +64,23 @@ _BENCH_PREFIX = b"bench:"
 _PART_PREFIX = b"partition:"
 
 
-@dataclass(frozen=True)
-class Record:
+class SourceRecord(Protocol):
+    """What the core reads of a consumed record: kafka-python's ``ConsumerRecord``, Faust's
+    message or a :class:`Record` (passed as they come: no copy per record)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class Record(NamedTuple):
     """One consumed source record."""
 
     topic: str
@@ -73,9 +89,10 @@ class Record:
     key: bytes | None
     value: bytes | None
 
-    @property
-    def source(self) -> str:
-        return f"{self.topic}/{self.partition}/{self.offset}"
+
+def source_of(rec: SourceRecord) -> str:
+    """Where a record came from: ``topic/partition/offset``."""
+    return f"{rec.topic}/{rec.partition}/{rec.offset}"
 
 
 @dataclass
@@ -98,8 +115,8 @@ def decode_state(raw: bytes) -> dict[str, Any]:
     return out
 
 
-def _sources(records: Sequence[Record]) -> Sources:
-    return Sources(len(records), lambda k: records[k].source)
+def _sources(records: Sequence[SourceRecord]) -> Sources:
+    return Sources(len(records), lambda k: source_of(records[k]))
 
 
 class WorkerCore:
@@ -174,18 +191,49 @@ class WorkerCore:
                 self._touched_parts.discard(p)
 
     # -- step ------------------------------------------------------------------------------
-    def step(self, records: Sequence[Record], *, force_evaluate: bool = False) -> StepOutput:
+    def step(self, records: Sequence[SourceRecord], *, force_evaluate: bool = False
+             ) -> StepOutput:
         """Decode, key, and fold one batch; evaluate verdicts when the host's cadence says so."""
         with self.host.lock:
             return self._step(records, force_evaluate)
 
-    def _step(self, records: Sequence[Record], force_evaluate: bool) -> StepOutput:
+    def _step(self, records: Sequence[SourceRecord], force_evaluate: bool) -> StepOutput:
         out = StepOutput()
-        fresh = [r for r in records if r.offset > self.part_offset.get(r.partition, -1)]
+        part_offset = self.part_offset
+        fresh = [r for r in records if r.offset > part_offset.get(r.partition, -1)]
         out.counts["skipped"] += len(records) - len(fresh)
-        by_bench: dict[str, tuple[list[Result], list[Record]]] = {}
+        recs, events = self._decode(fresh, out)
+        if not self._step_whole(recs, events, out):
+            self._step_each(recs, events, out)
+        for rec in fresh:
+            if rec.offset > part_offset.get(rec.partition, -1):
+                part_offset[rec.partition] = rec.offset
+            self._touched_parts.add(rec.partition)
+        out.changes.extend(self.host.evaluate_if_due(force=force_evaluate))
+        return out
+
+    def _step_whole(self, recs: Sequence[SourceRecord], events: Results, out: StepOutput
+                    ) -> bool:
+        """Fold ``events`` at once when they are one benchmark's, every record keyed by it,
+        of the partition that owns it and past its offset (the common case); else False."""
+        name = events.benchmark
+        if name is None:
+            return False
+        keys = [r.key for r in recs]
+        parts = [r.partition for r in recs]
+        owner = self.bench_partition.get(name, parts[0])
+        if (keys.count(name.encode()) != len(keys) or parts.count(owner) != len(parts)
+                or min(r.offset for r in recs) <= self.bench_offset.get(name, -1)):
+            return False
+        self.bench_partition[name] = owner
+        self._apply(name, events, recs, out)
+        return True
+
+    def _step_each(self, recs: Sequence[SourceRecord], events: Sequence[Result],
+                   out: StepOutput) -> None:
+        by_bench: dict[str, tuple[list[Result], list[SourceRecord]]] = {}
         keys: dict[bytes, str] = {}  # record keys already matched to a benchmark name
-        for rec, ev in self._decode(fresh, out):
+        for rec, ev in zip(recs, events, strict=True):
             name = ev.benchmark
             if rec.key is None or keys.get(rec.key) != name:
                 if rec.key is None or rec.key != name.encode():
@@ -204,53 +252,56 @@ class WorkerCore:
             if rec.offset <= self.bench_offset.get(name, -1):
                 out.counts["skipped"] += 1  # already in the benchmark's snapshot
                 continue
-            evs, recs = by_bench.setdefault(name, ([], []))
+            evs, rs = by_bench.setdefault(name, ([], []))
             evs.append(ev)
-            recs.append(rec)
-        for name, (evs, recs) in by_bench.items():
-            result = self.host.apply(evs, sources=_sources(recs))
-            for o in ("accepted", "duplicate", "conflict"):
-                out.counts[o] += result.count(o)
-            out.dead_letters.extend(result.dead_letters)
-            self.bench_offset[name] = max(r.offset for r in recs)
-            self._touched_benches.add(name)
-        for rec in fresh:
-            if rec.offset > self.part_offset.get(rec.partition, -1):
-                self.part_offset[rec.partition] = rec.offset
-            self._touched_parts.add(rec.partition)
-        out.changes.extend(self.host.evaluate_if_due(force=force_evaluate))
-        return out
+            rs.append(rec)
+        for name, (evs, rs) in by_bench.items():
+            self._apply(name, Results(evs), rs, out)
 
-    def _decode(self, records: Sequence[Record], out: StepOutput
-                ) -> list[tuple[Record, Result]]:
-        """The valid events of ``records`` with their records, in order (a record may hold
+    def _apply(self, name: str, events: Results, recs: Sequence[SourceRecord],
+               out: StepOutput) -> None:
+        """Fold one benchmark's events (of ``recs``, in offset order)."""
+        result = self.host.apply(events, sources=_sources(recs))
+        for o in ("accepted", "duplicate", "conflict"):
+            out.counts[o] += result.count(o)  # type: ignore[arg-type]
+        out.dead_letters.extend(result.dead_letters)
+        self.bench_offset[name] = max(r.offset for r in recs)
+        self._touched_benches.add(name)
+
+    def _decode(self, records: Sequence[SourceRecord], out: StepOutput
+                ) -> tuple[Sequence[SourceRecord], Results]:
+        """The valid events of ``records`` in order, and the record of each (a record may hold
         several); each rejected record becomes a dead letter."""
         if not records:
-            return []
+            return [], Results()
         values = [r.value for r in records]
-        if all(v is not None and b"\n" not in v and v.lstrip()[:1] == b"{" for v in values):
-            # Fast path: the whole batch decoded in one call, as NDJSON: each value one line
-            # (a value holding two objects fails it, and is named below).
-            events = fast_results(b"\n".join(values), count=len(records),  # type: ignore[arg-type]
-                                  lines=True)
+        if None not in values:
+            # Fast path: the whole batch decoded in one call, as a JSON array of the values,
+            # each one element on a line of its own (a JSON string holds no raw newline, so
+            # none runs from one value into the next; a value holding two objects, or none,
+            # fails it, and is named below).
+            events = fast_results(b"[" + b",\n".join(values) + b"]",  # type: ignore[arg-type]
+                                  count=len(records))
             if events is not None:
-                return list(zip(records, events, strict=True))
-        decoded: list[tuple[Record, Result]] = []
+                return records, events
+        recs: list[SourceRecord] = []
+        decoded = Results()
         for rec in records:
             if rec.value is None:
                 out.dead_letters.append(self._on_invalid(rec, "invalid-json",
                                                          "record without a value", out))
                 continue
-            d = decode_events(rec.value, source=rec.source)
+            d = decode_events(rec.value, source=source_of(rec))
             if d.invalid:
                 first = d.invalid[0]
                 out.dead_letters.append(self._on_invalid(rec, first.reason, first.detail, out,
                                                          payload=first.payload))
                 continue
-            decoded.extend((rec, ev) for _, ev in d.valid)
-        return decoded
+            decoded.extend(d.results)
+            recs.extend([rec] * len(d.results))
+        return recs, decoded
 
-    def _on_invalid(self, rec: Record, reason: str, detail: str, out: StepOutput, *,
+    def _on_invalid(self, rec: SourceRecord, reason: str, detail: str, out: StepOutput, *,
                     payload: str | None = None) -> DeadLetter:
         """A rejected record: the host's invalid path, plus the partition's durable count."""
         out.counts["invalid"] += 1
@@ -258,7 +309,7 @@ class WorkerCore:
         self._touched_parts.add(rec.partition)
         if payload is None:
             payload = (rec.value or b"")[:2048].decode("utf-8", "replace")
-        return self.host.on_invalid(reason, detail, payload, source=rec.source)
+        return self.host.on_invalid(reason, detail, payload, source=source_of(rec))
 
     # -- checkpoint ------------------------------------------------------------------------
     @property

@@ -39,7 +39,7 @@ from monitor.runners.kafka_core import (
     MAX_STATE_BYTES,
     RESULTS_TOPIC,
     STATE_TOPIC,
-    Record,
+    SourceRecord,
     StepOutput,
     WorkerCore,
 )
@@ -92,11 +92,10 @@ class KafkaWorker:
         assert self.consumer is not None
         polled = self.consumer.poll(timeout_ms=200)
         t0 = time.perf_counter()
-        records: list[Record] = []
+        records: list[SourceRecord] = []
         with batch_collection():  # the events of a batch are freed by reference counting
-            for tp, recs in polled.items():
-                records.extend(Record(tp.topic, tp.partition, r.offset, r.key, r.value)
-                               for r in recs)
+            for recs in polled.values():
+                records.extend(recs)  # kafka-python's records, as they are
             if records:
                 out = self.core.step(records)
             else:  # the stream paused: evaluate what arrived within the last interval
