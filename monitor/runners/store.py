@@ -4,9 +4,11 @@ snapshots.
 One transaction per ingested batch holds the accepted results, the change events they caused,
 the dead letters and the outcome counters, so the database is always a prefix of the
 acknowledged history and the in-memory state can be rebuilt from it on start. The accepted
-results of a batch are one row (a JSON array in commit order): one insert per batch instead of
-one per result keeps SQLite off the ingest critical path, and NDJSON lines are stored as they
-came (no serialisation per result).
+results of a batch are one row, zstd-compressed JSON in commit order: one insert per batch
+instead of one per result keeps SQLite off the ingest critical path; an NDJSON body whose
+every line was accepted is stored as its text, accepted NDJSON lines as they came, anything
+else serialised (a JSON array). Rows of earlier versions (uncompressed arrays) read as before;
+an earlier version cannot read the compressed rows.
 
 A snapshot row holds one benchmark's monitor state as of a results row (its watermark): a
 restart loads it and replays only the rows after the watermark. Snapshots are written in their

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from monitor.core import CoreConfig
@@ -48,3 +50,30 @@ def test_a_batch_is_folded_in_one_pass_and_a_conflict_names_its_record() -> None
     wrong_key = c.step([Record(RESULTS_TOPIC, 0, 101, b"other", value(item_id="99"))])
     assert wrong_key.counts["invalid"] == 1 and "is not the event's benchmark" in \
         wrong_key.dead_letters[0].detail
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["m", "n", "o"]),
+                          st.integers(0, 1), st.sampled_from([b"b", b"b", b"b", b"c", None]),
+                          st.sampled_from([0, 0, 0, 1])), min_size=1, max_size=40),
+       st.integers(1, 15))
+def test_a_batch_folded_at_once_equals_the_step_per_record(
+        cells: list[tuple[int, str, int, bytes | None, int]], size: int) -> None:
+    # Keys that are not the benchmark, records of another partition, re-sent offsets and
+    # conflicts: the whole-batch fold gives the same counters, dead letters and state as the
+    # step per record, whatever the batching.
+    recs = [Record(RESULTS_TOPIC, part, off, key, value(item_id=str(i), model=m, score=s))
+            for off, (i, m, s, key, part) in enumerate(cells)]
+    recs += recs[: len(recs) // 3]  # redelivered
+    fast, slow = core(), core()
+    slow._step_whole = lambda *a: False  # type: ignore[method-assign]
+    got = [[], []]  # type: ignore[var-annotated]
+    for c, out in ((fast, got[0]), (slow, got[1])):
+        for lo in range(0, len(recs), size):
+            o = c.step(recs[lo:lo + size])
+            out.append((dict(o.counts), [(d.reason, d.source, d.detail) for d in o.dead_letters]))
+    assert got[0] == got[1]
+    assert fast.counters() == slow.counters()
+    assert fast.bench_offset == slow.bench_offset and fast.part_offset == slow.part_offset
+    for name, mon in fast.monitors.items():
+        assert mon.scores(name) == slow.monitors[name].scores(name)
