@@ -136,7 +136,7 @@ class _Wire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
         return self.item().model_dump_json(exclude_defaults=exclude_defaults)
 
 
-class WireResult(_Wire):
+class WireResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """An :class:`ItemResult` as the fast decoder reads it (:func:`fast_results`).
 
     The same fields and bounds as the contract, decoded by msgspec in one pass at about a
@@ -163,7 +163,8 @@ class WireResult(_Wire):
     schema_version: Literal[1] = 1
 
 
-class PlainResult(_Wire, gc=False):
+class PlainResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
+                  gc=False):
     """A :class:`WireResult` that names no ``sample``, ``variant``, ``flags`` or ``ts``: an
     original result of sample 0 without flags, what almost every producer sends.
 
@@ -201,7 +202,7 @@ def is_wire(ev: Result) -> bool:
     return isinstance(ev, _Wire)
 
 
-class Results(list):  # type: ignore[type-arg]  # list[Result]; subscripted bases lose slots
+class Results(list[Result]):
     """A batch of results in order, with the columns the monitor reads, each read once.
 
     Every stage of ingest (the caps, the host's grouping, the core's fold, the store) asks
@@ -237,7 +238,7 @@ class Results(list):  # type: ignore[type-arg]  # list[Result]; subscripted base
             names = [ev.benchmark for ev in self]
             # one benchmark (the common case): compared, not hashed (each is its own string)
             return {names[0]} if names and names.count(names[0]) == len(names) else set(names)
-        return self._get("benchmarks", make)  # type: ignore[no-any-return]
+        return self._get("benchmarks", make)
 
     @property
     def benchmark(self) -> str | None:
@@ -254,23 +255,23 @@ class Results(list):  # type: ignore[type-arg]  # list[Result]; subscripted base
             return self.defaults or (
                 {ev.variant for ev in self} == {"original"} and {ev.sample for ev in self} == {0}
                 and not any([ev.flags for ev in self]))
-        return self._get("plain", make)  # type: ignore[no-any-return]
+        return self._get("plain", make)
 
     @property
     def items(self) -> list[str]:
-        return self._get("items", lambda: [ev.item_id for ev in self])  # type: ignore[no-any-return]
+        return self._get("items", lambda: [ev.item_id for ev in self])
 
     @property
     def models(self) -> list[str]:
-        return self._get("models", lambda: [ev.model for ev in self])  # type: ignore[no-any-return]
+        return self._get("models", lambda: [ev.model for ev in self])
 
     @property
     def clusters(self) -> list[str | None]:
-        return self._get("clusters", lambda: [ev.cluster for ev in self])  # type: ignore[no-any-return]
+        return self._get("clusters", lambda: [ev.cluster for ev in self])
 
     @property
     def scores(self) -> list[float]:
-        return self._get("scores", lambda: [ev.score for ev in self])  # type: ignore[no-any-return]
+        return self._get("scores", lambda: [ev.score for ev in self])
 
 _FAST_LIST = msgspec.json.Decoder(list[WireResult])
 _PLAIN_LIST = msgspec.json.Decoder(list[PlainResult])

@@ -93,7 +93,7 @@ class ApplyResult:
     @property
     def outcomes(self) -> list[Outcome]:
         """Each event's outcome, in order."""
-        return _OUTCOMES[self.codes].tolist()  # type: ignore[no-any-return]
+        return _OUTCOMES[self.codes].tolist()
 
     def count(self, outcome: Outcome) -> int:
         """Number of events of the batch with this outcome."""
@@ -120,7 +120,7 @@ class _Pending:
     scores: list[float] = field(default_factory=list)
     # (item_id, model, kind) of perturbed results accepted in this batch
     perturbed: list[tuple[str, str, str]] = field(default_factory=list)
-    flagged: list[tuple[int, str, list[str]]] = field(default_factory=list)
+    flagged: list[tuple[int, str, Sequence[str]]] = field(default_factory=list)
 
 
 def _utcnow() -> datetime:

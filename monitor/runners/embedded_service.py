@@ -443,7 +443,8 @@ class EmbeddedService:
         first = batch.benchmark
         if first is not None and (batch.defaults or {ev.variant for ev in batch} == {"original"}):
             # one benchmark's original results (the common case): set by set
-            names[first] = (set(batch.models), set(batch.clusters) - {None}, set())  # type: ignore[arg-type]
+            clusters = {c for c in set(batch.clusters) if c is not None}
+            names[first] = (set(batch.models), clusters, set())
             batch = Results()
         for ev in batch:
             got = names.get(ev.benchmark)

@@ -263,7 +263,7 @@ class WorkerCore:
         """Fold one benchmark's events (of ``recs``, in offset order)."""
         result = self.host.apply(events, sources=_sources(recs))
         for o in ("accepted", "duplicate", "conflict"):
-            out.counts[o] += result.count(o)  # type: ignore[arg-type]
+            out.counts[o] += result.count(o)
         out.dead_letters.extend(result.dead_letters)
         self.bench_offset[name] = max(r.offset for r in recs)
         self._touched_benches.add(name)
