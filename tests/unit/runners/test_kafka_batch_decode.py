@@ -77,3 +77,12 @@ def test_a_batch_folded_at_once_equals_the_step_per_record(
     assert fast.bench_offset == slow.bench_offset and fast.part_offset == slow.part_offset
     for name, mon in fast.monitors.items():
         assert mon.scores(name) == slow.monitors[name].scores(name)
+
+
+def test_an_event_cannot_be_made_of_two_records() -> None:
+    # Record 0 ends with the start of an event that record 1 finishes: two invalid records,
+    # not an event built from both.
+    out = core().step(records([value() + b',{"benchmark":"b","item_id":"2"',
+                               b'"model":"m","score":0}']))
+    assert out.counts["accepted"] == 0 and out.counts["invalid"] == 2
+    assert [d.source for d in out.dead_letters] == [f"{RESULTS_TOPIC}/0/{k}" for k in range(2)]

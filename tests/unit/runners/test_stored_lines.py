@@ -103,3 +103,20 @@ def test_a_body_of_valid_lines_is_stored_as_it_came_and_reads_back(tmp_path: Pat
     stored = [as_item(ev) for batch in svc.store.iter_results() for ev in batch]
     assert stored == [ItemResult.model_validate_json(x) for x in body.split(b"\n")]
     svc.close()
+
+
+def test_a_line_that_another_line_finishes_is_not_stored_as_a_line(tmp_path: Path) -> None:
+    # Line 0 holds an event and the start of a second one that line 1 finishes: decoded as
+    # two events, but neither line is the second one's own text, so nothing is stored as
+    # lines (a fragment stored as an event would stop every later restart).
+    svc = service(tmp_path / "m.db")
+    assert svc.ingest_body(line()).accepted == 1
+    body = line() + b',{"benchmark":"b","item_id":"2"\n"model":"m","score":0}'
+    got = svc.ingest_body(body)
+    assert (got.accepted, got.duplicate) == (1, 1)
+    stored = [as_item(ev) for batch in svc.store.iter_results() for ev in batch]
+    assert [(ev.item_id, ev.score) for ev in stored] == [("1", 1.0), ("2", 0.0)]
+    svc.close()
+    again = service(tmp_path / "m.db")
+    assert again.store.n_results() == 2 and again.host.counters()["accepted"] == 2
+    again.close()
