@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from monitor.io.tables import read_table
+from monitor.runners.store import SqliteStore
 from tests.integration.embedded_harness import Server, metric_value, offline_report
 
 pytestmark = pytest.mark.integration
@@ -303,10 +304,12 @@ def test_sigkill_under_four_concurrent_clients(shared_data: Path, tmp_path: Path
         assert sum(acked) + sum(dupes) == len(events) and sum(acked) <= len(events), figures
         text = srv.metrics()
         assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == len(events)
-        with sqlite3.connect(srv.db) as con:
-            stored = [ev for (blob,) in con.execute("SELECT events FROM results ORDER BY seq")
-                      for ev in json.loads(blob)]
-        keys = [(ev["item_id"], ev["model"]) for ev in stored]
+        store = SqliteStore(srv.db)  # a second reader of the WAL database
+        try:
+            stored = [ev for batch in store.iter_results() for ev in batch]
+        finally:
+            store.close()
+        keys = [(ev.item_id, ev.model) for ev in stored]
         assert len(keys) == len(set(keys)) == len(events), figures  # each once, none lost
         assert set(keys) == {(ev["item_id"], ev["model"]) for ev in events}
         status, ranking = srv.get_json("/v1/benchmarks/mmlu_pro/ranking")
