@@ -253,8 +253,9 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run)."""
     import orjson
 
-    from monitor.contracts import ItemResult, Result, decode_events
+    from monitor.contracts import ItemResult, Results, decode_events
     from monitor.core import CoreConfig, Monitor
+    from monitor.runners.host import Sources
     from monitor.runners.store import SqliteStore
 
     lines = [json.dumps(e, separators=(",", ":")).encode() for e in events[:LINES]]
@@ -283,14 +284,14 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     parsed = [[orjson.loads(ln) for ln in b] for b in batches]
     row("validate: TypeAdapter(list[ItemResult]).validate_python per batch",
         _rate(lambda: [adapter.validate_python(p) for p in parsed], n))
-    decoded: list[list[Result]] = []
+    decoded: list[Results] = []
 
     def decode_all() -> None:
         decoded.clear()
         for body in bodies:
             d = decode_events(body, source="http", keep=100)
-            assert len(d.valid) == len(body.splitlines()), d.invalid[:1]
-            decoded.append([ev for _, ev in d.valid])
+            assert len(d.results) == len(body.splitlines()), d.invalid[:1]
+            decoded.append(d.results)  # the batch as the service hands it on
 
     row(f"decode+validate: decode_events of NDJSON bodies of {BATCH:,} lines",
         _rate(decode_all, n))
@@ -298,7 +299,8 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
 
     def fold() -> None:
         for batch in decoded:
-            mon.apply(batch, sources=[f"http[{i}]" for i in range(len(batch))], evaluate=False)
+            mon.apply(batch, sources=Sources(len(batch), lambda k: f"http[{k}]"),
+                      evaluate=False)
 
     row("fold: Monitor.apply per batch (verdicts not evaluated)", _rate(fold, n))
     t0 = time.perf_counter()
@@ -307,10 +309,10 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     store = SqliteStore(tmp / "stage-store.db")
 
     def persist() -> None:
-        for batch, raw in zip(decoded, batches, strict=True):
-            store.commit(results=batch, counts={"accepted": len(batch)}, raw=raw)
+        for batch, body in zip(decoded, bodies, strict=True):
+            store.commit(results=batch, counts={"accepted": len(batch)}, text=body.strip())
 
-    row("persist: SqliteStore.commit per batch (lines as received; WAL, FULL)",
+    row("persist: SqliteStore.commit per batch (the body as received, zstd; WAL, FULL)",
         _rate(persist, n))
     store.close()
     tree = REPO
