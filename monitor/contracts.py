@@ -425,13 +425,24 @@ class Decoded:
     reasons: dict[str, int] = field(default_factory=dict)
     body_error: str | None = None
     keep: int | None = None
-    #: The lines of an NDJSON body by event index, when every valid event was validated from
-    #: its line's JSON text as is (None otherwise, and for an object or an array): such a
-    #: line can be stored as it came and reads back as the same event.
-    lines: list[bytes] | None = None
-    #: The whole body, when it is NDJSON whose every line is one valid event (then ``lines``
-    #: is its lines): it can be stored as it came.
+    #: The whole body, when it is NDJSON whose every line is one valid event: it can be
+    #: stored as it came.
     text: bytes | None = None
+    _lines: list[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def lines(self) -> list[bytes] | None:
+        """The lines of an NDJSON body by event index, when every valid event was validated
+        from its line's JSON text as is (None otherwise, and for an object or an array): such
+        a line can be stored as it came and reads back as the same event. Split from
+        :attr:`text` when first read (a body stored whole never is)."""
+        if self._lines is None and self.text is not None:
+            self._lines = self.text.split(b"\n")
+        return self._lines
+
+    @lines.setter
+    def lines(self, value: list[bytes] | None) -> None:
+        self._lines = value
 
     @property
     def indices(self) -> Sequence[int]:
@@ -674,7 +685,6 @@ def _decode(body: bytes, source: str, out: Decoded) -> None:
             out.add(0, fast, defaults=fast.defaults)
             out.events = len(fast)
             out.text = stripped
-            out.lines = _Lines(stripped)  # type: ignore[assignment]
             return
     if stripped[:1] == b"[" and _decode_array(stripped, source, out):
         return
@@ -689,25 +699,6 @@ def _decode(body: bytes, source: str, out: Decoded) -> None:
             _validate_one(obj, 0, stripped, source, out)
             return
     _decode_ndjson(stripped, source, out)
-
-
-class _Lines(Sequence[bytes]):
-    """The lines of an NDJSON text, split when first read (a body stored whole never is)."""
-
-    def __init__(self, text: bytes) -> None:
-        self.text = text
-        self._lines: list[bytes] | None = None
-
-    def _split(self) -> list[bytes]:
-        if self._lines is None:
-            self._lines = self.text.split(b"\n")
-        return self._lines
-
-    def __len__(self) -> int:
-        return len(self._split())
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._split()[i]
 
 
 def _decode_array(body: bytes, source: str, out: Decoded) -> bool:

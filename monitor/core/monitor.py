@@ -83,13 +83,6 @@ class ApplyResult:
     dead_letters: list[DeadLetter]
     changes: list[Change]
 
-    @classmethod
-    def of(cls, outcomes: Sequence[Outcome], dead_letters: list[DeadLetter],
-           changes: list[Change]) -> ApplyResult:
-        """The result of outcomes spelt out."""
-        codes = np.fromiter((_CODE[o] for o in outcomes), dtype=np.int8, count=len(outcomes))
-        return cls(codes=codes, dead_letters=dead_letters, changes=changes)
-
     @property
     def outcomes(self) -> list[Outcome]:
         """Each event's outcome, in order."""

@@ -405,13 +405,12 @@ class EmbeddedService:
         """
         if not letters:
             return [], []
-        where: Any = (dict(zip(index, range(len(index)), strict=True))
-                      if not isinstance(index, range) else
-                      {i: i for i in (d.index for d in letters) if i is not None})
+        # position in the batch of each request index (the same when the batch is the request)
+        where = None if isinstance(index, range) else {i: k for k, i in enumerate(index)}
         fresh: list[DeadLetter] = []
         keys: dict[Any, None] = {}  # ordered, and a set for the lookups
         for d in letters:
-            k = where.get(d.index) if d.index is not None else None
+            k = d.index if where is None or d.index is None else where.get(d.index)
             if k is None:
                 fresh.append(d)
                 continue

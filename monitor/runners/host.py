@@ -214,36 +214,28 @@ class MonitorHost:
             groups.update(by)
         elif events:
             groups[events[0].benchmark] = range(len(events))
-        if len(groups) == 1:
-            with self.lock:
-                result = self.monitor(next(iter(groups))).apply(events, sources=sources,
-                                                                evaluate=False)
-            codes, letters = result.codes, [self._renumbered(d, num, None)
-                                            for d in result.dead_letters]
-        else:
-            codes = np.zeros(len(events), dtype=np.int8)
-            letters = []
-            with self.lock:
-                for name, rows in groups.items():
-                    srcs = None if sources is None else [sources[i] for i in rows]
-                    result = self.monitor(name).apply([events[i] for i in rows], sources=srcs,
-                                                      evaluate=False)
+        codes = np.zeros(len(events), dtype=np.int8)
+        letters: list[DeadLetter] = []
+        with self.lock:
+            for name, rows in groups.items():
+                whole = len(groups) == 1
+                batch = events if whole else Results([events[i] for i in rows])
+                srcs = sources if whole or sources is None else [sources[i] for i in rows]
+                result = self.monitor(name).apply(batch, sources=srcs, evaluate=False)
+                if whole:
+                    codes = result.codes
+                else:
                     codes[np.asarray(rows, dtype=np.int64)] = result.codes
-                    letters.extend(self._renumbered(d, num, rows) for d in result.dead_letters)
+                for letter in result.dead_letters:
+                    # The core numbers events inside the batch it was given.
+                    k = letter.index if letter.index is not None else 0
+                    n = num[rows[k]]
+                    letters.append(letter if n == k else letter.model_copy(update={
+                        "index": n,
+                        "detail": letter.detail.replace(f"event {k}:", f"event {n}:", 1),
+                    }))
         letters.sort(key=lambda d: d.index if d.index is not None else -1)
         return ApplyResult(codes=codes, dead_letters=letters, changes=[])
-
-    @staticmethod
-    def _renumbered(letter: DeadLetter, num: Sequence[int], rows: Sequence[int] | None
-                    ) -> DeadLetter:
-        """A conflict of the core numbered as the sender knows its event (the core numbers
-        events inside the batch it was given)."""
-        k = letter.index if letter.index is not None else 0
-        n = num[k if rows is None else rows[k]]
-        if n == k:
-            return letter
-        return letter.model_copy(update={
-            "index": n, "detail": letter.detail.replace(f"event {k}:", f"event {n}:", 1)})
 
     @property
     def dirty(self) -> bool:

@@ -38,6 +38,7 @@ from monitor.contracts import (
     fast_results,
 )
 from monitor.core import Monitor
+from monitor.core.monitor import OUTCOMES
 from monitor.runners.host import MonitorHost, Sources
 
 RESULTS_TOPIC = "llm-monitor.results"
@@ -262,7 +263,7 @@ class WorkerCore:
                out: StepOutput) -> None:
         """Fold one benchmark's events (of ``recs``, in offset order)."""
         result = self.host.apply(events, sources=_sources(recs))
-        for o in ("accepted", "duplicate", "conflict"):
+        for o in OUTCOMES:
             out.counts[o] += result.count(o)
         out.dead_letters.extend(result.dead_letters)
         self.bench_offset[name] = max(r.offset for r in recs)
@@ -276,13 +277,11 @@ class WorkerCore:
             return [], Results()
         values = [r.value for r in records]
         if None not in values:
-            # Fast path: the whole batch decoded in one call, as NDJSON of one line per value
-            # (no value holds a newline: the lines are as many as the records): every line one
-            # object, or the batch is not taken (see fast_results) and each record is decoded
-            # and named below.
-            text = b"\n".join(values)  # type: ignore[arg-type]
-            events = (fast_results(text, count=len(records), lines=True)
-                      if text.count(b"\n") == len(records) - 1 else None)
+            # Fast path: the whole batch decoded in one call, as NDJSON of one line per value:
+            # as many lines as records (no value holds a newline), each one object, or the
+            # batch is not taken (see fast_results) and each record is decoded and named below.
+            events = fast_results(b"\n".join(values),  # type: ignore[arg-type]
+                                  count=len(records), lines=True)
             if events is not None:
                 return records, events
         recs: list[SourceRecord] = []
