@@ -21,8 +21,8 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    start of its POST until a scrape shows it counted; p50/p99/max.
 
 Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--baseline-ref REF] [--peer]
-[--latency]``; ``--baseline-ref`` also times HTTP end to end with the ``monitor/`` of commit REF
-(``git archive``), in the same run.
+[--latency]``; ``--baseline-ref`` also times the in-process stages (in a process of their own)
+and HTTP end to end with the ``monitor/`` of commit REF (``git archive``), in the same run.
 """
 
 from __future__ import annotations
@@ -249,52 +249,58 @@ def _rate(fn: Any, n: int) -> float:
         gc.enable()
 
 
-def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) -> None:
-    """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run)."""
+def stage_lines(events: list[dict]) -> list[bytes]:
+    """The NDJSON lines every stage reads: the first ``LINES`` events, compact JSON."""
+    return [json.dumps(e, separators=(",", ":")).encode() for e in events[:LINES]]
+
+
+def inprocess_rows(lines: list[bytes], tmp: Path) -> list[tuple[str, float]]:
+    """Lines/s of each in-process stage, beside a json.loads loop (same process). Written
+    for the ``monitor/`` it imports, this one or an earlier commit's (``--baseline-ref``)."""
+    import inspect
+
     import orjson
 
-    from monitor.contracts import ItemResult, Results, decode_events
+    from monitor.contracts import ItemResult, decode_events
     from monitor.core import CoreConfig, Monitor
     from monitor.runners.host import Sources
     from monitor.runners.store import SqliteStore
 
-    lines = [json.dumps(e, separators=(",", ":")).encode() for e in events[:LINES]]
     n = len(lines)
     batches = [lines[lo:lo + BATCH] for lo in range(0, n, BATCH)]
     bodies = [b"\n".join(b) + b"\n" for b in batches]
     adapter: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
     rows: list[tuple[str, float]] = []
 
-    def row(label: str, rate: float) -> None:
-        rows.append((label, rate))
-
     def json_loop() -> None:
         loads = json.loads
         for ln in lines:
             loads(ln)
 
-    row("plain json.loads per line (reference)", _rate(json_loop, n))
+    rows.append(("plain json.loads per line (reference)", _rate(json_loop, n)))
 
     def orjson_loop() -> None:
         loads = orjson.loads
         for ln in lines:
             loads(ln)
 
-    row("decode: orjson.loads per line", _rate(orjson_loop, n))
+    rows.append(("decode: orjson.loads per line", _rate(orjson_loop, n)))
     parsed = [[orjson.loads(ln) for ln in b] for b in batches]
-    row("validate: TypeAdapter(list[ItemResult]).validate_python per batch",
-        _rate(lambda: [adapter.validate_python(p) for p in parsed], n))
-    decoded: list[Results] = []
+    rows.append(("validate: TypeAdapter(list[ItemResult]).validate_python per batch",
+                 _rate(lambda: [adapter.validate_python(p) for p in parsed], n)))
+    decoded: list[Any] = []
 
     def decode_all() -> None:
         decoded.clear()
         for body in bodies:
             d = decode_events(body, source="http", keep=100)
-            assert len(d.results) == len(body.splitlines()), d.invalid[:1]
-            decoded.append(d.results)  # the batch as the service hands it on
+            # the batch as the service hands it on (earlier versions: a list of the events)
+            batch = d.results if hasattr(d, "results") else [ev for _, ev in d.valid]
+            assert len(batch) == len(body.splitlines()), d.invalid[:1]
+            decoded.append(batch)
 
-    row(f"decode+validate: decode_events of NDJSON bodies of {BATCH:,} lines",
-        _rate(decode_all, n))
+    rows.append((f"decode+validate: decode_events of NDJSON bodies of {BATCH:,} lines",
+                 _rate(decode_all, n)))
     mon = Monitor(CoreConfig())
 
     def fold() -> None:
@@ -302,19 +308,52 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
             mon.apply(batch, sources=Sources(len(batch), lambda k: f"http[{k}]"),
                       evaluate=False)
 
-    row("fold: Monitor.apply per batch (verdicts not evaluated)", _rate(fold, n))
-    t0 = time.perf_counter()
-    mon.evaluate()
-    print(f"(one Monitor.evaluate after the fold: {time.perf_counter() - t0:.3f} s)")
+    rows.append(("fold: Monitor.apply per batch (verdicts not evaluated)", _rate(fold, n)))
     store = SqliteStore(tmp / "stage-store.db")
+    whole = "text" in inspect.signature(store.commit).parameters  # stores a body as its text
 
     def persist() -> None:
-        for batch, body in zip(decoded, bodies, strict=True):
-            store.commit(results=batch, counts={"accepted": len(batch)}, text=body.strip())
+        for batch, body, raw in zip(decoded, bodies, batches, strict=True):
+            if whole:
+                store.commit(results=batch, counts={"accepted": len(batch)}, text=body.strip())
+            else:
+                store.commit(results=batch, counts={"accepted": len(batch)}, raw=raw)
 
-    row("persist: SqliteStore.commit per batch (the body as received, zstd; WAL, FULL)",
-        _rate(persist, n))
+    rows.append(("persist: SqliteStore.commit per batch, as the service stores it (WAL, FULL)",
+                 _rate(persist, n)))
     store.close()
+    return rows
+
+
+def _inprocess_child(tmp: str) -> None:
+    """:func:`inprocess_rows` in a process whose ``monitor`` is another tree's (JSON out)."""
+    print(json.dumps(inprocess_rows(stage_lines(load_events(seed=3)), Path(tmp))))
+
+
+def _inprocess_of(tree: Path, tmp: Path) -> list[tuple[str, float]]:
+    """:func:`inprocess_rows` with the ``monitor/`` of ``tree``, in a fresh process."""
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import monitor; "
+            "assert monitor.__file__.startswith(sys.argv[1]), monitor.__file__; "
+            "from bench.bench_ingest import _inprocess_child; _inprocess_child(sys.argv[3])")
+    out = subprocess.run([sys.executable, "-c", code, str(tree), str(REPO), str(tmp)],
+                         cwd=tmp, check=True, capture_output=True, text=True).stdout
+    return [(label, rate) for label, rate in json.loads(out.strip().splitlines()[-1])]
+
+
+def _table(rows: list[tuple[str, float]]) -> None:
+    ref = rows[0][1]
+    width = max(len(label) for label, _ in rows)
+    print(f"{'stage':<{width}}  {'lines/s':>10}  ratio to json.loads")
+    for label, rate in rows:
+        print(f"{label:<{width}}  {rate:10,.0f}  {rate / ref:5.2f}x")
+
+
+def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) -> None:
+    """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run);
+    with ``baseline``, the in-process stages and HTTP end to end of that commit too."""
+    lines = stage_lines(events)
+    batches = [lines[lo:lo + BATCH] for lo in range(0, len(lines), BATCH)]
+    bodies = [b"\n".join(b) + b"\n" for b in batches]
     tree = REPO
     if baseline is not None:  # the code of another commit, exported next to ours
         tree = tmp / "baseline"
@@ -322,19 +361,20 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
         archive = subprocess.run(["git", "archive", baseline, "monitor"], cwd=REPO,
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        row(f"HTTP end to end, the code of {baseline} (same bench, same run)",
-            _http(bodies, lines, tmp / "stage-http-baseline.db", tree))
-    row(f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
-        _http(bodies, lines, tmp / "stage-http.db", REPO))
+        print(f"in-process stages, the code of {baseline} (its own process, same lines):")
+        _table(_inprocess_of(tree, tmp))
+        print("in-process stages and the runners, this code:")
+    rows = inprocess_rows(lines, tmp)
+    if baseline is not None:
+        rows.append((f"HTTP end to end, the code of {baseline} (same bench, same run)",
+                     _http(bodies, lines, tmp / "stage-http-baseline.db", tree)))
+    rows.append((f"HTTP end to end: llm-monitor run, NDJSON POSTs of {BATCH:,} lines, 1 core",
+                 _http(bodies, lines, tmp / "stage-http.db", REPO)))
     if kafka:
         for compression in ("zstd", "none"):
-            row(f"Kafka worker (kafka-python engine), Tansu, 3 partitions, {compression} "
-                "batches", _kafka(lines, tmp / compression, compression))
-    ref = rows[0][1]
-    width = max(len(label) for label, _ in rows)
-    print(f"{'stage':<{width}}  {'lines/s':>10}  ratio to json.loads")
-    for label, rate in rows:
-        print(f"{label:<{width}}  {rate:10,.0f}  {rate / ref:5.2f}x")
+            rows.append((f"Kafka worker (kafka-python engine), Tansu, 3 partitions, "
+                         f"{compression} batches", _kafka(lines, tmp / compression, compression)))
+    _table(rows)
 
 
 def _http(bodies: list[bytes], lines: list[bytes], db: Path, tree: Path) -> float:
@@ -389,7 +429,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-kafka", action="store_true", help="leave the Kafka worker out")
     parser.add_argument("--baseline-ref", metavar="REF",
-                        help="also time HTTP end to end with the monitor/ of this commit")
+                        help="also time the in-process stages and HTTP end to end with the "
+                             "monitor/ of this commit")
     parser.add_argument("--peer", action="store_true", help="ours against the naive peer")
     parser.add_argument("--latency", action="store_true", help="result → /metrics latency")
     args = parser.parse_args()
