@@ -531,7 +531,8 @@ def budget(events: list[dict], tmp: Path) -> None:
             list(map(item_row.get, [ev.item_id for ev in batch]))
             list(map(model_col.get, [ev.model for ev in batch]))
 
-    floors.append(("lookups: item row and model column of each result", _rate(lookups, n)))
+    floors.append(("lookups: the fields read, the item row and model column got",
+                   _rate(lookups, n)))
     results = [decode_events(b, source="http").results for b in bodies]
     store = SqliteStore(tmp / "budget-store.db")
     floors.append(("persist: SqliteStore.commit per batch (WAL, FULL)", _rate(
