@@ -252,16 +252,33 @@ def latency(events: list[dict], tmp: Path) -> np.ndarray:
     return out
 
 
-def _rate(fn: Any, n: int) -> float:
-    """Lines per second of ``fn()`` over ``n`` lines (one timed call; the collector off)."""
+def _timed(fn: Any, clock: Any = time.perf_counter) -> float:
+    """Seconds of ``fn()`` by ``clock`` (one call; the collector off)."""
     gc.collect()
     gc.disable()
     try:
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        return n / (time.perf_counter() - t0)
+        return float(clock() - t0)
     finally:
         gc.enable()
+
+
+def _rate(fn: Any, n: int) -> float:
+    """Lines per second of ``fn()`` over ``n`` lines (wall time)."""
+    return n / _timed(fn)
+
+
+def _json_loop(lines: list[bytes]) -> None:
+    """The reference: a plain ``json.loads`` of each line."""
+    loads = json.loads
+    for ln in lines:
+        loads(ln)
+
+
+def _bodies(lines: list[bytes]) -> list[bytes]:
+    """The NDJSON request bodies of ``BATCH`` lines each."""
+    return [b"\n".join(lines[lo:lo + BATCH]) + b"\n" for lo in range(0, len(lines), BATCH)]
 
 
 def stage_lines(events: list[dict]) -> list[bytes]:
@@ -283,16 +300,10 @@ def inprocess_rows(lines: list[bytes], tmp: Path) -> list[tuple[str, float]]:
 
     n = len(lines)
     batches = [lines[lo:lo + BATCH] for lo in range(0, n, BATCH)]
-    bodies = [b"\n".join(b) + b"\n" for b in batches]
+    bodies = _bodies(lines)
     adapter: TypeAdapter[list[ItemResult]] = TypeAdapter(list[ItemResult])
     rows: list[tuple[str, float]] = []
-
-    def json_loop() -> None:
-        loads = json.loads
-        for ln in lines:
-            loads(ln)
-
-    rows.append(("plain json.loads per line (reference)", _rate(json_loop, n)))
+    rows.append(("plain json.loads per line (reference)", _rate(lambda: _json_loop(lines), n)))
 
     def orjson_loop() -> None:
         loads = orjson.loads
@@ -367,8 +378,7 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run);
     with ``baseline``, the in-process stages and HTTP end to end of that commit too."""
     lines = stage_lines(events)
-    batches = [lines[lo:lo + BATCH] for lo in range(0, len(lines), BATCH)]
-    bodies = [b"\n".join(b) + b"\n" for b in batches]
+    bodies = _bodies(lines)
     tree = REPO
     if baseline is not None:  # the code of another commit, exported next to ours
         tree = tmp / "baseline"
@@ -394,6 +404,19 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
     _table(rows)
 
 
+def _warm_up(srv: Server, lines: list[bytes]) -> None:
+    """Results of another benchmark through ``srv`` and its pair figures read: the first
+    figures import scipy.stats (≈ 1–2 s once per process), which is not a cost of the stream."""
+    warm = [ln.replace(b'"mmlu_pro"', b'"warm-up"') for ln in lines[:1000]]
+    srv.post(b"\n".join(warm), "application/x-ndjson")
+    time.sleep(1.0)  # the idle tick evaluates it
+    srv.conn.request("GET", "/v1/benchmarks/warm-up/pairs?limit=5")
+    resp = srv.conn.getresponse()
+    body = resp.read()
+    if resp.status != 200:
+        raise SystemExit(f"warm-up pairs: {resp.status} {body[:300]!r}")
+
+
 def _http(bodies: list[bytes], lines: list[bytes], db: Path, tree: Path, *,
           connections: int = 1) -> float:
     """Lines/s of ``llm-monitor run`` (the code in ``tree``) fed the NDJSON ``bodies``, over
@@ -401,16 +424,7 @@ def _http(bodies: list[bytes], lines: list[bytes], db: Path, tree: Path, *,
     from a thread of its own)."""
     srv = Server(db, cpu=0, cwd=tree)
     try:
-        # Warm-up on another benchmark: the first pair figures import scipy.stats (≈ 1–2 s
-        # once per process), which is not a cost of the stream.
-        warm = [ln.replace(b'"mmlu_pro"', b'"warm-up"') for ln in lines[:1000]]
-        srv.post(b"\n".join(warm), "application/x-ndjson")
-        time.sleep(1.0)  # the idle tick evaluates it
-        srv.conn.request("GET", "/v1/benchmarks/warm-up/pairs?limit=5")
-        resp = srv.conn.getresponse()
-        assert resp.status == 200, resp.read()[:300]
-        resp.read()
-
+        _warm_up(srv, lines)
         conns = [srv.conn] + [http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
                               for _ in range(connections - 1)]
         counts = [0] * connections
@@ -532,16 +546,9 @@ class _NullHttp:
 
 
 def _cpu_per_line(fn: Any, n: int) -> float:
-    """CPU seconds of this process per line for ``fn()`` over ``n`` lines (the collector off;
-    waits such as a commit's fsync are not counted)."""
-    gc.collect()
-    gc.disable()
-    try:
-        t0 = time.process_time()
-        fn()
-        return (time.process_time() - t0) / n
-    finally:
-        gc.enable()
+    """CPU seconds of this process per line for ``fn()`` over ``n`` lines (waits such as a
+    commit's fsync are not counted)."""
+    return _timed(fn, time.process_time) / n
 
 
 BUDGET_ROUNDS = 5
@@ -585,7 +592,7 @@ def budget(events: list[dict], tmp: Path) -> None:
 
     lines = stage_lines(events)
     n = len(lines)
-    bodies = [b"\n".join(lines[lo:lo + BATCH]) for lo in range(0, n, BATCH)]
+    bodies = [b.rstrip(b"\n") for b in _bodies(lines)]  # as the service stores them
     arrays = [b"[" + b.replace(b"\n", b",\n") + b"]" for b in bodies]
     decoder = msgspec.json.Decoder(list[Floor])
     results = [decode_events(b, source="http").results for b in bodies]
@@ -594,94 +601,105 @@ def budget(events: list[dict], tmp: Path) -> None:
     item_row = {e["item_id"]: r for r, e in enumerate(events)}
     model_col = {m: c for c, m in enumerate(dict.fromkeys(e["model"] for e in events))}
     decoded: list[Any] = []
+    folded: list[Monitor] = []
+    null_http = _NullHttp()
+    srv = Server(tmp / "budget-monitor.db", cpu=0)
 
-    def json_loop() -> None:
-        loads = json.loads
-        for ln in lines:
-            loads(ln)
+    def decode(_: int) -> float:
+        def run() -> None:
+            decoded[:] = [decoder.decode(a) for a in arrays]
+        t = _cpu_per_line(run, n)
+        if sum(map(len, decoded)) != n:
+            raise SystemExit("msgspec did not decode every line")
+        return t
 
-    def decode() -> None:
-        decoded[:] = [decoder.decode(a) for a in arrays]
+    def lookups(_: int) -> float:
+        def run() -> None:
+            for batch in decoded:
+                list(map(item_row.get, [ev.item_id for ev in batch]))
+                list(map(model_col.get, [ev.model for ev in batch]))
+        return _cpu_per_line(run, n)
 
-    def lookups() -> None:
-        for batch in decoded:
-            list(map(item_row.get, [ev.item_id for ev in batch]))
-            list(map(model_col.get, [ev.model for ev in batch]))
+    def persist(k: int) -> float:
+        store = SqliteStore(tmp / f"budget-store-{k}.db")
+        try:
+            return _cpu_per_line(lambda: [
+                store.commit(results=r, counts={"accepted": len(r)}, text=b)
+                for r, b in zip(results, bodies, strict=True)], n)
+        finally:
+            store.close()
 
-    labels = ["plain json.loads per line (the reference)",
-              "decode: msgspec, one call per body, a plain struct",
+    def fold(_: int) -> float:
+        mon = Monitor(CoreConfig())
+        t = _cpu_per_line(lambda: [mon.apply(r, evaluate=False) for r in results], n)
+        if mon.counters["accepted"] != n:
+            raise SystemExit(f"the fold accepted {mon.counters}, not {n}")
+        folded[:] = [mon]
+        return t
+
+    def monitor(k: int) -> float:
+        # each round a benchmark of its own: every result is new to the monitor
+        renamed = [b.replace(b'"mmlu_pro"', f'"mmlu_pro_{k}"'.encode()) for b in bodies]
+        return _monitor_cpu_per_line(srv, renamed, n)
+
+    reference = "plain json.loads per line (the reference)"
+    floors = ["decode: msgspec, one call per body, a plain struct",
               "lookups: the fields read, the item row and model column got",
               "persist: SqliteStore.commit per batch (WAL, FULL)",
-              "HTTP alone: aiohttp reads each body, answers 202 (its CPU)",
-              "fold as it is: Monitor.apply (lookups included)",
-              "decode+validate as the monitor does: decode_events",
-              "the monitor end to end: llm-monitor run's CPU"]
-    cpu: dict[str, list[float]] = {label: [] for label in labels}
-    server = _NullHttp()
-    srv = Server(tmp / "budget-monitor.db", cpu=0)
+              "HTTP alone: aiohttp reads each body, answers 202 (its CPU)"]
+    ours = ["fold as it is: Monitor.apply (lookups included)",
+            "decode+validate as the monitor does: decode_events",
+            "the monitor end to end: llm-monitor run's CPU"]
+    measures: dict[str, Any] = {
+        reference: lambda _: _cpu_per_line(lambda: _json_loop(lines), n),
+        floors[0]: decode, floors[1]: lookups, floors[2]: persist,
+        floors[3]: lambda _: null_http.cpu_per_line(bodies, n),
+        ours[0]: fold,
+        ours[1]: lambda _: _cpu_per_line(
+            lambda: [decode_events(b, source="http") for b in bodies], n),
+        ours[2]: monitor,
+    }
+    cpu: dict[str, list[float]] = {label: [] for label in measures}
     try:
-        server.cpu_per_line(bodies, n)  # warm-up
-        warm = [ln.replace(b'"mmlu_pro"', b'"warm-up"') for ln in lines[:1000]]
-        srv.post(b"\n".join(warm), "application/x-ndjson")
-        time.sleep(1.0)  # the idle tick evaluates it (the first figures import scipy.stats)
+        null_http.cpu_per_line(bodies, n)  # warm-up
+        _warm_up(srv, lines)
         for k in range(BUDGET_ROUNDS):
-            cpu[labels[0]].append(_cpu_per_line(json_loop, n))
-            cpu[labels[1]].append(_cpu_per_line(decode, n))
-            if sum(map(len, decoded)) != n:
-                raise SystemExit("msgspec did not decode every line")
-            cpu[labels[2]].append(_cpu_per_line(lookups, n))
-            store = SqliteStore(tmp / f"budget-store-{k}.db")
-            cpu[labels[3]].append(_cpu_per_line(
-                lambda store=store: [store.commit(results=r, counts={"accepted": len(r)}, text=b)
-                                     for r, b in zip(results, bodies, strict=True)], n))
-            store.close()
-            cpu[labels[4]].append(server.cpu_per_line(bodies, n))
-            mon = Monitor(CoreConfig())
-            cpu[labels[5]].append(_cpu_per_line(
-                lambda mon=mon: [mon.apply(r, evaluate=False) for r in results], n))
-            if mon.counters["accepted"] != n:
-                raise SystemExit(f"the fold accepted {mon.counters}, not {n}")
-            cpu[labels[6]].append(_cpu_per_line(
-                lambda: [decode_events(b, source="http") for b in bodies], n))
-            # each round a benchmark of its own: every result is new to the monitor
-            renamed = [b.replace(b'"mmlu_pro"', f'"mmlu_pro_{k}"'.encode()) for b in bodies]
-            cpu[labels[7]].append(_monitor_cpu_per_line(srv, renamed, n))
+            for label, measure in measures.items():
+                cpu[label].append(measure(k))
     finally:
-        server.stop()
+        null_http.stop()
         srv.stop()
-    st = mon._benches["mmlu_pro"]
+    st = folded[0]._benches["mmlu_pro"]
     present = ~np.isnan(st.X[:len(st.item_ids), :st.k])
     per_item = present.sum(axis=1)
     paired = float((per_item * (per_item - 1) // 2).sum()) / n
 
     med = {label: 1e6 * float(np.median(v)) for label, v in cpu.items()}
-    span = {label: f"{1e6 * min(v):.3f}–{1e6 * max(v):.3f}" for label, v in cpu.items()}
-    allowed = med[labels[0]] / 1.5
+    allowed = med[reference] / 1.5
     width = 62
+
+    def row(label: str, share: bool = True) -> None:
+        v = cpu[label]
+        pct = f"{100 * med[label] / allowed:3.0f} %  " if share else ""
+        print(f"{label:<{width}}  {med[label]:6.3f}  {pct}"
+              f"({1e6 * min(v):.3f}–{1e6 * max(v):.3f})")
+
     print(f"CPU µs per result, median of {BUDGET_ROUNDS} rounds (min–max); share of the budget")
-    print(f"{labels[0]:<{width}}  {med[labels[0]]:6.3f}  ({span[labels[0]]})")
+    row(reference, share=False)
     print(f"{'budget: the reference / 1.5':<{width}}  {allowed:6.3f}  100 %")
-    spent = 0.0
-    for label in labels[1:5]:
-        spent += med[label]
-        print(f"{label:<{width}}  {med[label]:6.3f}  {100 * med[label] / allowed:3.0f} %  "
-              f"({span[label]})")
+    for label in floors:
+        row(label)
+    spent = sum(med[label] for label in floors)
     print(f"{'floors together':<{width}}  {spent:6.3f}  {100 * spent / allowed:3.0f} %")
     print(f"{'left for pairing and the e-processes':<{width}}  {allowed - spent:6.3f}  "
           f"({paired:.1f} paired items added per result)")
-    fold = med[labels[5]]
-    print(f"{labels[5]:<{width}}  {fold:6.3f}  {100 * fold / allowed:3.0f} %  "
-          f"({span[labels[5]]})")
-    print(f"{'the fold less the lookups':<{width}}  {fold - med[labels[2]]:6.3f}")
-    ours = med[labels[6]]
-    print(f"{labels[6]:<{width}}  {ours:6.3f}  {100 * ours / allowed:3.0f} %  "
-          f"({span[labels[6]]})")
-    whole = med[labels[7]]
-    print(f"{labels[7]:<{width}}  {whole:6.3f}  {100 * whole / allowed:3.0f} %  "
-          f"({span[labels[7]]})")
-    stages = ours + fold + med[labels[3]] + med[labels[4]]
+    row(ours[0])
+    print(f"{'the fold less the lookups':<{width}}  {med[ours[0]] - med[floors[1]]:6.3f}")
+    row(ours[1])
+    row(ours[2])
+    stages = med[ours[1]] + med[ours[0]] + med[floors[2]] + med[floors[3]]
     print(f"{'  beyond decode_events, fold, commit and HTTP alone':<{width}}  "
-          f"{whole - stages:6.3f}")
+          f"{med[ours[2]] - stages:6.3f}")
 
 
 def main() -> None:
