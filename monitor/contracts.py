@@ -445,14 +445,10 @@ class Decoded:
         self._lines = value
 
     @property
-    def indices(self) -> Sequence[int]:
-        """The index in the body of each of :attr:`results`."""
-        return range(len(self.results)) if self.index is None else self.index
-
-    @property
     def valid(self) -> list[tuple[int, Result]]:
-        """(index, event) of each valid event, in order."""
-        return list(zip(self.indices, self.results, strict=True))
+        """(index in the body, event) of each valid event, in order."""
+        index = range(len(self.results)) if self.index is None else self.index
+        return list(zip(index, self.results, strict=True))
 
     def add(self, offset: int, events: Sequence[Result], *, defaults: bool = False) -> None:
         """Append valid events numbered from ``offset`` (``defaults``: known to name no
