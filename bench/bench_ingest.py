@@ -29,12 +29,15 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    with a small JSON, fed the same bodies over one keep-alive connection). Beside them, the
    fold as it is (:meth:`monitor.core.Monitor.apply`) and the paired items the stream adds
    per result.
-4. ``--latency``: batches of 500 every 50 ms (10,000 results/s) to a fresh server, while a
+4. ``--pyarrow``: the decode floor's msgspec call against pyarrow's NDJSON reader (one
+   thread, an explicit schema) on the same bodies, CPU per line, interleaved rounds; pyarrow
+   is not a dependency (install it into the venv to run this).
+5. ``--latency``: batches of 500 every 50 ms (10,000 results/s) to a fresh server, while a
    second connection scrapes ``/metrics`` back to back; for each batch, the time from the
    start of its POST until a scrape shows it counted; p50/p99/max.
 
 Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--baseline-ref REF] [--peer]
-[--budget] [--latency]``; ``--baseline-ref`` also times the in-process stages (in a process of their own)
+[--budget] [--pyarrow] [--latency]``; ``--baseline-ref`` also times the in-process stages (in a process of their own)
 and HTTP end to end with the ``monitor/`` of commit REF (``git archive``), in the same run.
 """
 
@@ -702,6 +705,55 @@ def budget(events: list[dict], tmp: Path) -> None:
           f"{med[ours[2]] - stages:6.3f}")
 
 
+def ndjson_readers(events: list[dict]) -> None:
+    """msgspec (one call per body) against pyarrow's NDJSON reader (one thread, an explicit
+    schema) on the same bodies, interleaved ``BUDGET_ROUNDS`` times; pyarrow is not a
+    dependency of the project (``pip install pyarrow`` into the venv first)."""
+    import io
+
+    import msgspec
+    try:
+        import pyarrow as pa  # type: ignore[import-not-found, unused-ignore]
+        import pyarrow.json as pj  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise SystemExit("--pyarrow needs pyarrow: .venv/bin/pip install pyarrow") from None
+
+    class Floor(msgspec.Struct, gc=False):
+        benchmark: str
+        item_id: str
+        model: str
+        score: float
+        cluster: str | None = None
+
+    lines = stage_lines(events)
+    n = len(lines)
+    bodies = _bodies(lines)
+    arrays = [b"[" + b.rstrip(b"\n").replace(b"\n", b",\n") + b"]" for b in bodies]
+    decoder = msgspec.json.Decoder(list[Floor])
+    schema = pa.schema([("benchmark", pa.string()), ("item_id", pa.string()),
+                        ("model", pa.string()), ("score", pa.float64()),
+                        ("cluster", pa.string())])
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    read = pj.ReadOptions(use_threads=False, block_size=len(max(bodies, key=len)) + 1)
+
+    def arrow() -> None:
+        got = sum(pj.read_json(io.BytesIO(b), read_options=read, parse_options=parse).num_rows
+                  for b in bodies)
+        if got != n:
+            raise SystemExit(f"pyarrow read {got} rows of {n}")
+
+    times: dict[str, list[float]] = {"msgspec, one call per body": [],
+                                     "pyarrow.json.read_json per body": []}
+    for _ in range(BUDGET_ROUNDS):
+        times["msgspec, one call per body"].append(
+            _cpu_per_line(lambda: [decoder.decode(a) for a in arrays], n))
+        times["pyarrow.json.read_json per body"].append(_cpu_per_line(arrow, n))
+    print(f"CPU ns per line, {BUDGET_ROUNDS} interleaved rounds (median, min–max)")
+    for label, v in times.items():
+        print(f"{label:<36} {1e9 * float(np.median(v)):7.0f}  "
+              f"({1e9 * min(v):.0f}–{1e9 * max(v):.0f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-kafka", action="store_true", help="leave the Kafka worker out")
@@ -711,6 +763,8 @@ def main() -> None:
     parser.add_argument("--peer", action="store_true", help="ours against the naive peer")
     parser.add_argument("--budget", action="store_true",
                         help="the floors of the path against the 1.5x per-result budget")
+    parser.add_argument("--pyarrow", action="store_true",
+                        help="msgspec against pyarrow's NDJSON reader (needs pyarrow)")
     parser.add_argument("--latency", action="store_true", help="result → /metrics latency")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
@@ -721,6 +775,9 @@ def main() -> None:
           "shuffled")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         tmp = Path(d)
+        if args.pyarrow:
+            ndjson_readers(events)
+            return
         if args.budget:
             budget(events, tmp)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
