@@ -149,19 +149,34 @@ def test_sigkill_around_snapshots_restarts_from_them_and_ends_as_a_full_replay(
     acknowledged: list[dict[str, Any]] = []
     last_took = 0.05
 
+    pending = 0  # results the running process holds beyond its last snapshot round
+
     def restart() -> None:
-        nonlocal rounds_seen
+        nonlocal rounds_seen, pending
         srv.kill()
         srv.start()
         rounds_seen = 0  # the log is the new process's
         m = _RESTORED.search(srv.log.read_text())
         assert m, srv.log.read_text()
         restored.append((int(m[1]), int(m[2]), int(m[3])))
+        pending = int(m[3])  # the replayed results count towards the next round
+
+    def rounds_in_log(wait: float) -> int:
+        """Rounds the running process logged; waits up to ``wait`` s for one beyond those
+        seen. A due round is written after an evaluation tick, and no sooner than
+        SNAPSHOT_SPACING times the last round's duration after it."""
+        deadline = time.monotonic() + wait
+        while True:
+            rounds = len(_ROUND.findall(srv.log.read_text()))
+            if rounds > rounds_seen or time.monotonic() >= deadline:
+                return rounds
+            time.sleep(0.02)
 
     try:
         for b, batch in enumerate(batches):
             body = json.dumps(batch).encode()
             killer = None
+            replayed_it = False
             if b in random_kills:  # before, during or after the request (and its snapshot)
                 assert srv.proc is not None
                 killer = threading.Timer(float(rng.uniform(0.0, 1.5 * last_took)), srv.proc.kill)
@@ -184,15 +199,20 @@ def test_sigkill_around_snapshots_restarts_from_them_and_ends_as_a_full_replay(
                 if srv.alive():
                     break
                 restart()
-                if ok:
+                if ok:  # killed after its reply: the restart replayed what it accepted
+                    replayed_it = True
                     break
             assert reply["accepted"] + reply["duplicate"] == len(batch), reply
             acknowledged.extend(batch)
+            pending += 0 if replayed_it else reply["accepted"]
             # Right after a snapshot round shows in the log: kill, so the restart starts from
-            # a snapshot with an empty or short tail.
-            rounds = len(_ROUND.findall(srv.log.read_text()))
+            # a snapshot with an empty or short tail. Once a round is due, wait for it.
+            due = kills_after_round < 3 and pending >= 1500
+            rounds = rounds_in_log(30.0 if due else 0.0)
+            assert not due or rounds > rounds_seen, srv.log.read_text()
             if rounds > rounds_seen:
                 rounds_seen = rounds
+                pending = 0
                 if kills_after_round < 3:
                     kills_after_round += 1
                     restart()
