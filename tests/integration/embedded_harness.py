@@ -169,7 +169,7 @@ class Server:
 _PROBE = r"""
 import http.client, json, select, sys, time
 port, timeout, pause = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-latencies, failures, conn = [], 0, None
+latencies, failures, conn, ready = [], 0, None, False
 while not select.select([sys.stdin], [], [], pause)[0]:  # until stdin is closed
     t0, ok = time.perf_counter(), False
     try:
@@ -184,6 +184,12 @@ while not select.select([sys.stdin], [], [], pause)[0]:  # until stdin is closed
             conn.close()
         conn = None
     took = time.perf_counter() - t0
+    if not ready:  # the first answer says the probe is up; it is not counted
+        ready = ok
+        print("ready" if ok else "not ready", flush=True)
+        if not ok:
+            break
+        continue
     if not ok:
         failures += 1
         took = max(took, timeout)
@@ -207,6 +213,9 @@ class HealthProbe:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _PROBE, str(self.port), str(self.timeout), str(self.pause)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self._proc.stdout is not None
+        first = self._proc.stdout.readline()  # the probe's first /healthz answer
+        assert first == b"ready\n", f"the /healthz probe did not get a first answer: {first!r}"
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -23,11 +23,14 @@ REPO = Path(__file__).resolve().parents[2]
 def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate: float,
                     done: threading.Event, errors: list[BaseException],
                     ends: dict[int, int] | None = None, pace_every: int = 200,
-                    running: threading.Event | None = None) -> None:
+                    running: threading.Event | None = None,
+                    hold: tuple[int, threading.Event] | None = None) -> None:
     """Send ``payloads`` (key, value) to the results topic at about ``rate`` results/s with the
     default (key-hash) partitioner; run in a thread. ``ends`` gets each partition's end offset
     from the acknowledgements; an exception is appended to ``errors``; ``done`` is set last.
-    While ``running`` is clear the producer waits (the rate's clock waits with it)."""
+    While ``running`` is clear the producer waits (the rate's clock waits with it); from the
+    ``hold[0]``-th payload on it waits until ``hold[1]`` is set, so the test can act while
+    results are still to come however slow the machine."""
     from kafka import KafkaProducer
 
     from monitor.runners.kafka_core import RESULTS_TOPIC
@@ -40,9 +43,10 @@ def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate
         for i, (key, value) in enumerate(payloads):
             futures.append(producer.send(RESULTS_TOPIC, key=key, value=value))
             if i % pace_every == 0:
-                if running is not None and not running.is_set():
+                gate = hold[1] if hold is not None and i >= hold[0] else running
+                if gate is not None and not gate.is_set():
                     paused = time.perf_counter()
-                    running.wait(timeout=120)
+                    gate.wait(timeout=120)
                     start += time.perf_counter() - paused
                 delay = start + i / rate - time.perf_counter()
                 if delay > 0:

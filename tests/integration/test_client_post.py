@@ -213,9 +213,9 @@ class _Flaky:
 
 def test_retries_on_5xx_and_timeouts_with_backoff_then_gives_up() -> None:
     events = _events(10, model="a", p=0.5, seed=0)
-    with _Flaky(fail=2, slow=1, delay=1.5) as flaky:
+    with _Flaky(fail=2, slow=1, delay=6.0) as flaky:
         t0 = time.monotonic()
-        with MonitorClient(flaky.url, retries=4, backoff=0.2, timeout=0.5,
+        with MonitorClient(flaky.url, retries=4, backoff=0.2, timeout=2.0,
                            rng=random.Random(0)) as client:
             report = client.post(events)
         elapsed = time.monotonic() - t0
@@ -223,8 +223,8 @@ def test_retries_on_5xx_and_timeouts_with_backoff_then_gives_up() -> None:
         assert len(flaky.bodies) == 4 and len(set(flaky.bodies)) == 1
         assert set(flaky.content_types) == {"application/x-ndjson"}
         assert (report.accepted, report.retries, report.batches) == (10, 3, 1)
-        # Waits of at least half of 0.2, 0.4 and 0.8 s, plus the 0.5 s timeout.
-        assert elapsed >= 0.1 + 0.2 + 0.4 + 0.5
+        # Waits of at least half of 0.2, 0.4 and 0.8 s, plus the 2 s timeout.
+        assert elapsed >= 0.1 + 0.2 + 0.4 + 2.0
     with _Flaky(fail=100, slow=0, delay=0) as flaky, \
             MonitorClient(flaky.url, retries=2, backoff=0.01) as client:
         with pytest.raises(ClientError, match="gave up after 3 attempts"):

@@ -26,7 +26,7 @@ from tests.integration.kafka_harness import (
     worker_state,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(110)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 N_RESULTS = 24_000
 RATE = 3000.0  # results/s: ingest spans ~8 s, so the kills land while results arrive

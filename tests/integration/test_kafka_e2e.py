@@ -26,7 +26,7 @@ from tests.integration.kafka_harness import (
     worker_state,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 MMLU_RESULTS = 3200  # 100 items × 32 models, file order
 GSM8K_RESULTS = 1200

@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.test_kafka_crash import crash_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(110)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def test_faust_sigkill_during_ingest_equals_offline(tmp_path: Path, shared_data: Path) -> None:

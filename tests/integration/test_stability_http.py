@@ -48,7 +48,7 @@ class FlakyModel:
         if self.attempts[prompt] == 1 and k % 3 == 0:
             return web.Response(status=500, text="try again")
         if self.attempts[prompt] == 1 and k % 5 == 1:
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(6.0)
         return web.json_response({
             "id": "x", "object": "chat.completion", "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop",
@@ -113,7 +113,7 @@ def test_flaky_server_retries_and_loses_nothing(server: Any, items_file: Path, t
     monkeypatch.setenv("TEST_KEY", "sk-test")
     events = tmp_path / "events.jsonl"
     rc = main(["stability", str(items_file), "--model", "m1", "--base-url", url,
-               "--api-key-env", "TEST_KEY", "--timeout", "0.5", "--retries", "3",
+               "--api-key-env", "TEST_KEY", "--timeout", "2", "--retries", "3",
                "--backoff", "0.05", "--events-out", str(events), "--json"])
     out = capsys.readouterr()
     assert rc == 0, out.err

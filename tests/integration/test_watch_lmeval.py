@@ -48,10 +48,14 @@ def _lines(seed: int = 7) -> list[tuple[Path, str]]:
     return out
 
 
-def _writer(root: Path, lines: list[tuple[Path, str]], done: threading.Event) -> None:
-    """Append the lines in bursts, leaving some half written for a moment."""
+def _writer(root: Path, lines: list[tuple[Path, str]], done: threading.Event,
+            holds: dict[int, threading.Event]) -> None:
+    """Append the lines in bursts, leaving some half written for a moment; before line k of
+    ``holds`` wait for its event (so a watcher's restart lands mid-way on any machine)."""
     rng = np.random.default_rng(1)
     for k, (rel, line) in enumerate(lines):
+        if k in holds:
+            assert holds[k].wait(120)
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as fh:
@@ -82,6 +86,11 @@ def _counter(metrics: str, outcome: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def _watching(log: Path, k: int) -> bool:
+    """Wait until the k-th watcher's start line is in the log: its signal handlers are on."""
+    return _wait_for(lambda: log.read_text().count("llm-monitor: watching") >= k, 60)
+
+
 def _wait_for(pred: Any, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -99,7 +108,8 @@ def test_watch_a_group_task_across_restarts_counts_every_line_once(tmp_path: Pat
     log = tmp_path / "watch.log"
     lines = _lines()
     done = threading.Event()
-    writer = threading.Thread(target=_writer, args=(root, lines, done), daemon=True)
+    restarted = {300: threading.Event(), 600: threading.Event()}
+    writer = threading.Thread(target=_writer, args=(root, lines, done, restarted), daemon=True)
     try:
         w = _watch(root, url, log)
         writer.start()
@@ -108,16 +118,20 @@ def test_watch_a_group_task_across_restarts_counts_every_line_once(tmp_path: Pat
         w.send_signal(signal.SIGKILL)
         w.wait(10)
         w = _watch(root, url, log)
+        restarted[300].set()
         # Later, a clean stop and a restart.
         assert _wait_for(lambda: _counter(srv.metrics(), "accepted") > 450, 60), log.read_text()
+        assert _watching(log, 2), log.read_text()
         w.send_signal(signal.SIGTERM)
         assert w.wait(20) == 0, log.read_text()
         assert "watch stopped:" in log.read_text()
         w = _watch(root, url, log)
+        restarted[600].set()
         writer.join(120)
         assert done.is_set()
         total = len(lines)
         assert _wait_for(lambda: _counter(srv.metrics(), "accepted") >= total, 60), log.read_text()
+        assert _watching(log, 3), log.read_text()
         time.sleep(0.5)  # one more scan: nothing left to post
         w.send_signal(signal.SIGINT)
         assert w.wait(20) == 0, log.read_text()

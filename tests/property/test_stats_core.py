@@ -16,6 +16,7 @@ prob = st.floats(0.01, 0.99)
 rho = st.floats(-1.0, 1.0)
 
 
+@settings(deadline=None)
 @given(pa=prob, pb=prob, r1=rho, r2=rho)
 def test_n_star_decreases_as_rho_grows(pa: float, pb: float, r1: float, r2: float) -> None:
     assume(abs(pa - pb) > 1e-3 and r2 - r1 > 1e-6)
@@ -35,7 +36,7 @@ binary_pairs = st.integers(5, 300).flatmap(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(binary_pairs)
 def test_q_unchanged_by_a_common_item_permutation(data: tuple) -> None:
     a, b, rnd = data
@@ -55,7 +56,7 @@ clustered = st.integers(2, 200).flatmap(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(clustered)
 def test_design_effect_invariant_to_relabelling_clusters(data: tuple) -> None:
     d, g, relabel = data
@@ -72,6 +73,7 @@ pvals = arrays(np.float64, st.integers(1, 40), elements=st.one_of(
     st.floats(0.0, 1.0), st.sampled_from([0.0, 0.01, 0.05, 1.0])))
 
 
+@settings(deadline=None)
 @given(pvals)
 def test_bh_le_holm_le_bonferroni(p: np.ndarray) -> None:
     bonf = adjust_pvalues(p, method="bonferroni")

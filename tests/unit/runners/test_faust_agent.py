@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -63,7 +64,8 @@ async def feed(w: FaustWorker, records: list[tuple[bytes, bytes]], until: int) -
     async with w.agent.test_context() as agent:
         for key, value in records:
             await agent.put(key=key, value=value, partition=0)
-        for _ in range(400):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             if w.core.part_offset.get(0, -1) >= until - 1 and not w.core.dirty:
                 return
             await asyncio.sleep(0.01)
