@@ -59,15 +59,17 @@ def test_sigkill_while_writing_snapshots_leaves_a_whole_one(tmp_path: Path) -> N
     rng = np.random.default_rng(3)
     start, mid_write, durable = 1, 0, 0
     out_path = tmp_path / "writer.out"
-    for _ in range(6):
+    for kill in range(6):
         with out_path.open("w") as out:
             proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(db), str(start)],
                                     cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while b"begin" not in out_path.read_bytes() and proc.poll() is None:
             assert time.monotonic() < deadline
-            time.sleep(0.01)
-        time.sleep(float(rng.uniform(0.0, 1.5)))  # a few rounds of about 0.3 s each
+            time.sleep(0.002)
+        if kill % 2 == 0:  # at a random moment: a few rounds of about 0.3 s each
+            time.sleep(float(rng.uniform(0.0, 1.5)))
+        # else at once: the first write of 48 MB has begun and lasts longer than the poll
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         err = out_path.read_text()
