@@ -39,7 +39,7 @@ IntArray = NDArray[np.int64]
 UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own cluster
 _CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster sums
 _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster sums (≤ 8 MB)
-_DENSE_CELLS = 1 << 21  # (columns × rows) cells of a run folded with dense products
+_DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
 
 _BLAS: Any = None
 
@@ -222,7 +222,8 @@ class BenchmarkState:
         uniq_c, c_inv = np.unique(cols, return_inverse=True)
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
-        if self.binary and uniq_c.size * uniq_r.size <= _DENSE_CELLS:
+        per_cell = 2 * 4 if self.binary else 3 * 8  # [Δm; Δx] float32, [Δm; Δx; Δx²] float64
+        if uniq_c.size * uniq_r.size * per_cell <= _DENSE_BYTES:
             return self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
         from scipy import sparse
 
@@ -266,31 +267,42 @@ class BenchmarkState:
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
                     r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
                     ) -> tuple[IntArray, NDArray[np.bool_]]:
-        """:meth:`fold_new` of 0/1 cells with the batch's (columns × rows) block held dense
-        (few models, or few items): the same integer sums, by dense products instead of
-        sparse ones, whose set-up costs more than the arithmetic at that size."""
+        """:meth:`fold_new` with the batch's (columns × rows) block held dense (few models, or
+        few items): the same sums, by dense products instead of sparse ones, whose set-up
+        costs more than the arithmetic at that size. 0/1 sums are exact integers in float32;
+        other scores are summed in float64, with Σx² beside."""
         k, t = self.k, uniq_c.size
+        binary = self.binary
+        ftype = np.float32 if binary else np.float64
+        parts = 2 if binary else 3  # [m | x (| x²)] and [Δm; Δx (; Δx²)]
         before = self.X[uniq_r, :k]
-        right = np.empty((uniq_r.size, 2 * k), dtype=np.float32)
+        right = np.empty((uniq_r.size, parts * k), dtype=ftype)
         np.greater_equal(before, 0.0, out=right[:, :k])
-        np.fmax(before, 0.0, out=right[:, k:])
-        left = np.zeros((2 * t, uniq_r.size), dtype=np.float32)  # [Δm; Δx], one cell each
+        np.fmax(before, 0.0, out=right[:, k:2 * k])
+        left = np.zeros((parts * t, uniq_r.size), dtype=ftype)  # one cell each
         left[c_inv, r_inv] = 1.0
         left[t + c_inv, r_inv] = scores
+        if not binary:
+            np.square(right[:, k:2 * k], out=right[:, 2 * k:])
+            left[2 * t + c_inv, r_inv] = np.square(scores)
         with single_thread_blas():
-            prod = left @ right  # (2t × 2k), exact: sums of 0/1 products below 2^24
-            own = left @ left[:t].T  # [Δm; Δx] against Δm: the batch's cells with each other
-            own_p = left[t:] @ left[t:].T
-        dm_m, dm_x = prod[:t, :k], prod[:t, k:]
-        dx_m, dx_x = prod[t:, :k], prod[t:, k:]
+            prod = left @ right  # (parts·t × parts·k); 0/1: sums of products below 2^24
+            own = left @ left[:t].T  # [Δm; Δx (; Δx²)] against Δm: the batch's own cells
+            own_p = left[t:2 * t] @ left[t:2 * t].T
+        dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
+        dx_m, dx_x = prod[t:2 * t, :k], prod[t:2 * t, k:2 * k]
         row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
         row_n[:, uniq_c] += own[:t]
-        row_sx[:, uniq_c] += own[t:]
+        row_sx[:, uniq_c] += own[t:2 * t]
         row_p[:, uniq_c] += own_p
         grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
         self._add(self.n, uniq_c, row_n, dm_m)
         self._add(self.sx, uniq_c, row_sx, dm_x)
         self._add(self.p, uniq_c, row_p, dx_x)
+        if self.sx2 is not None:
+            row_sx2 = prod[2 * t:, :k].copy()  # Δx²ᵀ m′
+            row_sx2[:, uniq_c] += own[2 * t:]
+            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])  # (x²)ᵀ Δm
         self.X[rows, cols] = scores
         return uniq_c, grew
 

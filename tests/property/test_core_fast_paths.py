@@ -1,6 +1,7 @@
 """The core's fast paths change nothing but speed: a batch of one benchmark's plain results
-read column by column (``Monitor._plain``) and a run of 0/1 cells folded with dense products
-(``BenchmarkState._fold_dense``) leave exactly the state the general paths leave."""
+read column by column (``Monitor._plain``) and a run of cells folded with dense products
+(``BenchmarkState._fold_dense``) leave the state the general paths leave: exactly for 0/1
+scores, to rounding for other scores (the float sums are added in another order)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,49 @@ def test_dense_fold_equals_sparse_fold(stream: tuple[list[ItemResult], list[int]
     events, cuts = stream
     dense = _run(events, cuts)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(board_module, "_DENSE_CELLS", -1)  # every run through the sparse products
+        mp.setattr(board_module, "_DENSE_BYTES", -1)  # every run through the sparse products
         sparse = _run(events, cuts)
     assert dense == sparse
+
+
+@st.composite
+def scored_streams(draw: st.DrawFn) -> tuple[list[ItemResult], list[int]]:
+    """As :func:`plain_streams`, with scores anywhere in [0, 1] beside 0/1 ones."""
+    score = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(0.0, 1.0))
+    event = st.builds(
+        lambda i, m, s, c: ItemResult(benchmark="b", item_id=str(i), model=m, score=s,
+                                      cluster=c),
+        st.integers(0, 30), st.sampled_from(MODELS), score, st.sampled_from([None, "c1", "c2"]))
+    events = draw(st.lists(event, min_size=1, max_size=150))
+    cuts = sorted(draw(st.sets(st.integers(1, max(len(events) - 1, 1)), max_size=6)))
+    return events, cuts
+
+
+def _sums(mon: Monitor) -> dict[str, np.ndarray]:
+    st_ = mon._benches["b"]
+    return {name: np.asarray(getattr(st_, name)[:st_.k, :st_.k], dtype=np.float64)
+            for name in ("n", "sx", "p", "sx2") if getattr(st_, name) is not None}
+
+
+@settings(max_examples=150, deadline=None)
+@given(scored_streams())
+def test_dense_fold_equals_sparse_fold_on_any_scores(
+        stream: tuple[list[ItemResult], list[int]]) -> None:
+    events, cuts = stream
+    runs = []
+    for dense_bytes in (board_module._DENSE_BYTES, -1):  # dense where small, then sparse
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(board_module, "_DENSE_BYTES", dense_bytes)
+            mon = Monitor(CoreConfig())
+            outcomes: list[str] = []
+            for lo, hi in itertools.pairwise([0, *cuts, len(events)]):
+                if hi > lo:
+                    outcomes.extend(mon.apply(events[lo:hi], evaluate=False).outcomes)
+            runs.append((outcomes, _sums(mon), mon._benches["b"].X.tobytes()))
+    (out_d, sums_d, x_d), (out_s, sums_s, x_s) = runs
+    assert out_d == out_s and x_d == x_s and sums_d.keys() == sums_s.keys()
+    for name, dense in sums_d.items():
+        np.testing.assert_allclose(dense, sums_s[name], rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 @settings(max_examples=150, deadline=None)
@@ -82,7 +123,7 @@ def test_dense_fold_is_taken_for_few_models_and_exact_at_a_large_run() -> None:
     events = [events[k] for k in order]
     dense = _run(events, [7_500])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(board_module, "_DENSE_CELLS", -1)
+        mp.setattr(board_module, "_DENSE_BYTES", -1)
         assert _run(events, [7_500]) == dense
     mon = Monitor(CoreConfig())
     mon.apply(events)
