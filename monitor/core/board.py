@@ -40,6 +40,7 @@ UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own 
 _CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster sums
 _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster sums (≤ 8 MB)
 _DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
+_DENSE_FILL = 32  # other than 0/1 scores: dense while the block has ≤ 32 cells per new score
 
 _BLAS: Any = None
 
@@ -222,8 +223,12 @@ class BenchmarkState:
         uniq_c, c_inv = np.unique(cols, return_inverse=True)
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
-        per_cell = 2 * 4 if self.binary else 3 * 8  # [Δm; Δx] float32, [Δm; Δx; Δx²] float64
-        if uniq_c.size * uniq_r.size * per_cell <= _DENSE_BYTES:
+        cells = uniq_c.size * uniq_r.size
+        # [Δm; Δx] in float32 for 0/1 scores; [Δm; Δx; Δx²] in float64 for others, whose
+        # dense products cost enough more that a sparse block (shuffled results of many
+        # models) goes faster through the sparse ones.
+        if (cells * 2 * 4 <= _DENSE_BYTES if self.binary else
+                cells * 3 * 8 <= _DENSE_BYTES and cells <= _DENSE_FILL * rows.size):
             return self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
         from scipy import sparse
 
