@@ -577,14 +577,10 @@ def _monitor_cpu_per_line(srv: Server, bodies: list[bytes], n: int) -> float:
     return (t1 - t0 if c0 is None or c1 is None else c1 - c0) / n
 
 
-def budget(events: list[dict], tmp: Path) -> None:
-    """The floors of the ingest path against the per-result budget of the 1.5× target: CPU
-    time per result, the median of ``BUDGET_ROUNDS`` rounds that measure every row in turn."""
+def _floor_decoder() -> Any:
+    """The floor of a typed decode: msgspec into a struct of the event's fields, nothing
+    checked beyond their types, one call per body (a JSON array, see :func:`_json_arrays`)."""
     import msgspec
-
-    from monitor.contracts import decode_events
-    from monitor.core import CoreConfig, Monitor
-    from monitor.runners.store import SqliteStore
 
     class Floor(msgspec.Struct, gc=False):
         benchmark: str
@@ -593,11 +589,25 @@ def budget(events: list[dict], tmp: Path) -> None:
         score: float
         cluster: str | None = None
 
+    return msgspec.json.Decoder(list[Floor])
+
+
+def _json_arrays(bodies: list[bytes]) -> list[bytes]:
+    """NDJSON bodies as JSON arrays of the same lines, for :func:`_floor_decoder`."""
+    return [b"[" + b.rstrip(b"\n").replace(b"\n", b",\n") + b"]" for b in bodies]
+
+
+def budget(events: list[dict], tmp: Path) -> None:
+    """The floors of the ingest path against the per-result budget of the 1.5× target: CPU
+    time per result, the median of ``BUDGET_ROUNDS`` rounds that measure every row in turn."""
+    from monitor.contracts import decode_events
+    from monitor.core import CoreConfig, Monitor
+    from monitor.runners.store import SqliteStore
+
     lines = stage_lines(events)
     n = len(lines)
     bodies = [b.rstrip(b"\n") for b in _bodies(lines)]  # as the service stores them
-    arrays = [b"[" + b.replace(b"\n", b",\n") + b"]" for b in bodies]
-    decoder = msgspec.json.Decoder(list[Floor])
+    arrays, decoder = _json_arrays(bodies), _floor_decoder()
     results = [decode_events(b, source="http").results for b in bodies]
     if sum(map(len, results)) != n:
         raise SystemExit("decode_events did not take every line")
@@ -711,25 +721,16 @@ def ndjson_readers(events: list[dict]) -> None:
     dependency of the project (``pip install pyarrow`` into the venv first)."""
     import io
 
-    import msgspec
     try:
         import pyarrow as pa  # type: ignore[import-not-found, unused-ignore]
         import pyarrow.json as pj  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise SystemExit("--pyarrow needs pyarrow: .venv/bin/pip install pyarrow") from None
 
-    class Floor(msgspec.Struct, gc=False):
-        benchmark: str
-        item_id: str
-        model: str
-        score: float
-        cluster: str | None = None
-
     lines = stage_lines(events)
     n = len(lines)
     bodies = _bodies(lines)
-    arrays = [b"[" + b.rstrip(b"\n").replace(b"\n", b",\n") + b"]" for b in bodies]
-    decoder = msgspec.json.Decoder(list[Floor])
+    arrays, decoder = _json_arrays(bodies), _floor_decoder()
     schema = pa.schema([("benchmark", pa.string()), ("item_id", pa.string()),
                         ("model", pa.string()), ("score", pa.float64()),
                         ("cluster", pa.string())])
