@@ -224,11 +224,12 @@ class BenchmarkState:
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
         cells = uniq_c.size * uniq_r.size
-        # [Δm; Δx] in float32 for 0/1 scores; [Δm; Δx; Δx²] in float64 for others, whose
-        # dense products cost enough more that a sparse block (shuffled results of many
-        # models) goes faster through the sparse ones.
-        if (cells * 2 * 4 <= _DENSE_BYTES if self.binary else
-                cells * 3 * 8 <= _DENSE_BYTES and cells <= _DENSE_FILL * rows.size):
+        if self.binary:  # [Δm; Δx] in float32
+            dense = cells * 2 * 4 <= _DENSE_BYTES
+        else:  # [Δm; Δx; Δx²] in float64: a sparse block (shuffled results of many models)
+            # goes faster through the sparse products
+            dense = cells * 3 * 8 <= _DENSE_BYTES and cells <= _DENSE_FILL * rows.size
+        if dense:
             return self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
         from scipy import sparse
 
