@@ -49,6 +49,8 @@ class InspectScores:
     item_ids: np.ndarray
     epochs: np.ndarray
     scores: np.ndarray
+    #: The epochs the task was run with (K samples per item); 1 when the log does not say.
+    k: int = 1
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -139,7 +141,8 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectS
     return InspectScores(
         source=source, task=str(header.eval.task), model=str(header.eval.model),
         scorer=scorer, status=str(header.status), item_ids=np.asarray(ids, dtype=object),
-        epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64))
+        epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64),
+        k=max(int(header.eval.config.epochs or 1), max(epochs, default=1)))
 
 
 def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str | None = None,
@@ -150,8 +153,10 @@ def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str
     name = model or log.model
     for item, epoch, score in zip(log.item_ids.tolist(), log.epochs.tolist(),
                                   log.scores.tolist(), strict=True):
+        # Each epoch is a sample of the item, and the log declares how many the benchmark
+        # takes (k), so that a monitor holds it beside one-sample benchmarks.
         yield ({"benchmark": bench, "item_id": item, "model": name, "score": score,
-                "sample": epoch - 1},
+                "sample": epoch - 1, "k": log.k},
                f"{log.source}: sample {item}, epoch {epoch}")
 
 
@@ -161,7 +166,7 @@ def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str
 
     With several epochs the table also holds every epoch's score (``repeats``: the epochs are
     repeated samples), so ``report`` states the between-item / within-item split as the live
-    monitor does with ``run --samples K``; the means are :func:`~monitor.stats.samples.cell_means`
+    monitor holds them (K samples per item); the means are :func:`~monitor.stats.samples.cell_means`
     of them, the live monitor's item means.
     """
     from monitor.io.tables import ScoreTable
