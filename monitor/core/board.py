@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.core.config import BenchmarkSpec
 from monitor.core.table import PairTable
-from monitor.stats.figures import GroupSums, PairSums
-from monitor.stats.sequential import PairPaths
+from monitor.stats.cluster_sequential import ClusterPaths
+from monitor.stats.figures import ClusterDecisions, GroupKind, GroupSums, PairSums
+from monitor.stats.sequential import PairPaths, pair_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -68,13 +70,16 @@ class BenchmarkState:
     samples wait in ``Y`` (items × models × K) and a cell's score is the mean of its K samples,
     written once, when the last of them arrives."""
 
-    def __init__(self, name: str, samples: int = 1, *, declared: str = "default") -> None:
+    def __init__(self, name: str, spec: BenchmarkSpec | None = None, *,
+                 declared: str = "default") -> None:
         self.name = name
+        # What the benchmark declared once (K, design), and who fixed K: "settings",
+        # "result" (the first result's k) or "default".
+        self.spec = spec = spec or BenchmarkSpec()
+        self.declared = declared
         # K samples per (item, model): with K > 1 the samples wait in Y (items × models × K,
         # NaN = absent) and a cell enters X, with their mean, when its K-th sample arrives.
-        self.samples = samples
-        # Who fixed K: "settings", "result" (the first result's k) or "default".
-        self.declared = declared
+        samples = self.samples
         self.Y: FloatArray | None = np.full((256, 8, samples), np.nan) if samples > 1 else None
         self.item_row: dict[str, int] = {}
         self.item_ids: list[str] = []
@@ -114,6 +119,19 @@ class BenchmarkState:
         self.table_stale = False  # results applied since ``table`` was computed
         # (planned models, block of each pair's share of α, columns filled): derived, cached
         self.blocks: tuple[int, NDArray[np.int8], int] | None = None
+        # Sampled clusters: each pair's clustered decision (indexed by pair_number − 1, by
+        # cluster id), the pair's verdict under that design.
+        self.cpaths: ClusterPaths | None = (ClusterPaths.empty(28, 8)
+                                            if spec.design == "clusters" else None)
+
+    @property
+    def samples(self) -> int:
+        """K, the samples per (item, model) the benchmark takes."""
+        return self.spec.samples
+
+    @property
+    def design(self) -> str:
+        return self.spec.design
 
     # -- growth --------------------------------------------------------------------------
     @property
@@ -193,6 +211,8 @@ class BenchmarkState:
                   self.decided_at,
                   *(getattr(self.paths, f) for f in self.paths.__dataclass_fields__)]
         arrays += [a for a in (self.sx2, self.Y) if a is not None]
+        if self.cpaths is not None:
+            arrays += [getattr(self.cpaths, f) for f in self.cpaths.__dataclass_fields__]
         return int(sum(a.nbytes for a in arrays))
 
     def to_float(self) -> None:
@@ -380,7 +400,32 @@ class BenchmarkState:
             sbb=self.sx2_of(b, a), sab=self.p[a, b], binary=binary_col[a] & binary_col[b],
             groups=self.cluster_sums(a, b) if clusters else None,
             paths=self.paths.seen_from(lo * self.cap + hi, a > b),
+            design=self.spec.design, clusters=self.cluster_decisions(a, b),
         )
+
+    def cluster_decisions(self, a: IntArray, b: IntArray) -> ClusterDecisions | None:
+        """The sampled-clusters state of the pairs (a[i], b[i]) seen from A (None under the
+        other designs); pairs not yet in the state read as empty."""
+        cp = self.cpaths
+        if cp is None:
+            return None
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        idx = np.where(lo < hi, pair_number(lo, hi) - 1, 0)
+        inside = (lo < hi) & (idx < cp.shape[0])
+        idx = np.where(inside, idx, 0)
+        sign = np.where(a > b, -1, 1)
+
+        def at(x: NDArray[Any]) -> NDArray[Any]:
+            return np.where(inside, x[idx], 0)
+
+        return ClusterDecisions(
+            r=self.spec.cluster_items, n_obs=at(cp.n_obs).astype(np.float64),
+            s=(at(cp.s) * sign).astype(np.float64), v=at(cp.v).astype(np.float64),
+            decided=(at(cp.decided) * sign).astype(np.int8),
+            decided_n=at(cp.decided_n).astype(np.float64),
+            decided_obs=at(cp.decided_obs).astype(np.float64),
+            decided_log_e=at(cp.decided_log_e).astype(np.float64),
+            seen=len(self.clusters) - 1)
 
     def within_sums(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray]:
         """Σ (w_a + w_b) over the complete, non-excluded items of the pairs (a[i], b[i]), w the
@@ -439,7 +484,9 @@ class BenchmarkState:
                 n0 += present[single].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             t2n = np.where(nc > 0, t * t / np.where(nc > 0, nc, 1.0), 0.0).sum(axis=0)
-        return GroupSums(kind="cluster", n_groups=n_named, t2=(t * t).sum(axis=0) + v0,
+        # Strata (the declared design): the same sums, read for the stratified variance.
+        kind: GroupKind = "strata" if self.spec.design == "strata" else "cluster"
+        return GroupSums(kind=kind, n_groups=n_named, t2=(t * t).sum(axis=0) + v0,
                          tn=(t * nc).sum(axis=0) + s0, n2=(nc * nc).sum(axis=0) + n0,
                          t2_over_n=t2n + v0, count=np.count_nonzero(nc > 0, axis=0) + n0)
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from monitor.stats.cluster_sequential import CLUSTER_ITEMS
+from monitor.stats.figures import DESIGNS, Design
 from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
@@ -24,13 +26,29 @@ class BenchmarkSpec:
         item, the 0/1 fast path. Declared by the settings (``benchmarks.<name>.samples``), by
         the benchmark's first result (its ``k`` field), or else the monitor's default
         (``--samples``).
+    design
+        How the benchmark's items were drawn, which decides a pair's verdict
+        (docs/clusters-vs-strata.md): ``"items"`` (exchangeable items, the default) and
+        ``"strata"`` (the ``cluster`` labels are fixed strata, e.g. MMLU-Pro's 14 subjects) take
+        the item-level decision; ``"clusters"`` (the labels are sampled clusters, e.g.
+        passages) takes the sampled-clusters decision
+        (:mod:`monitor.stats.cluster_sequential`). Declared by the settings only.
+    cluster_items
+        Under ``"clusters"``: r, the items of a cluster that form its one observation.
     """
 
     samples: int = 1
+    design: Design = "items"
+    cluster_items: int = CLUSTER_ITEMS
 
     def __post_init__(self) -> None:
         if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
             raise ValueError(f"`samples` must be an integer in [1, 1024], got {self.samples!r}")
+        if self.design not in DESIGNS:
+            raise ValueError(f"`design` must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+        if not (isinstance(self.cluster_items, int) and 1 <= self.cluster_items <= 10_000):
+            raise ValueError("`cluster_items` must be an integer in [1, 10000], got "
+                             f"{self.cluster_items!r}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,8 @@ class CoreConfig:
     samples
         K of a new benchmark that declares none (:class:`BenchmarkSpec`): neither in
         ``benchmarks`` nor by its first result's ``k``.
+    design, cluster_items
+        The design (and items per cluster observation) of a benchmark not in ``benchmarks``.
     benchmarks
         Specs declared for named benchmarks (the settings' ``benchmarks`` table); a result
         whose ``k`` differs from its benchmark's K is a conflict.
@@ -82,6 +102,8 @@ class CoreConfig:
     pair_series_limit: int = 1000
     exclude_flags: tuple[str, ...] = ("leak-suspect",)
     samples: int = 1
+    design: Design = "items"
+    cluster_items: int = CLUSTER_ITEMS
     benchmarks: Mapping[str, BenchmarkSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,6 +129,7 @@ class CoreConfig:
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"
             )
         object.__setattr__(self, "exclude_flags", tuple(self.exclude_flags))
+        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items)  # validates them
         for name, spec in self.benchmarks.items():
             if not isinstance(spec, BenchmarkSpec):
                 raise ValueError(f"`benchmarks[{name!r}]` must be a BenchmarkSpec, got {spec!r}")
@@ -118,7 +141,8 @@ class CoreConfig:
         declared = self.benchmarks.get(benchmark)
         if declared is not None:
             return declared
-        return BenchmarkSpec(samples=self.samples if k is None else k)
+        return BenchmarkSpec(samples=self.samples if k is None else k, design=self.design,
+                             cluster_items=self.cluster_items)
 
     def declared(self, benchmark: str) -> bool:
         """True when the settings declare ``benchmark``'s spec."""

@@ -63,7 +63,7 @@ from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
-from monitor.core.table import PairTable, PairView, verdict_text
+from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
 from monitor.stats.samples import cell_means
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
@@ -248,7 +248,7 @@ class Monitor:
     def _new_state(self, name: str, k: int | None) -> BenchmarkState:
         """The state of a benchmark first named by a result declaring ``k`` (or none)."""
         spec = self.config.spec(name, k=k)
-        return BenchmarkState(name, spec.samples, declared="settings" if self.config.declared(
+        return BenchmarkState(name, spec, declared="settings" if self.config.declared(
             name) else "result" if k is not None else "default")
 
     def evaluate(self) -> list[Change]:
@@ -441,6 +441,21 @@ class Monitor:
         lo, hi = min(a, b), max(a, b)
         code = 1 if st.models[lo] == winner else -1
         flat = lo * st.cap + hi
+        if st.cpaths is not None:  # sampled clusters: the verdict is the clustered decision
+            p = hi * (hi - 1) // 2 + lo
+            st.cpaths = st.cpaths.grown(p + 1, len(st.clusters))
+            if st.cpaths.decided[p] == code:
+                if ts is not None and st.decided_time(lo, hi) != ts:
+                    st.stamp(np.asarray([flat]), ts)
+                return False
+            st.cpaths.decided[p] = code
+            st.cpaths.decided_n[p] = n
+            st.cpaths.decided_obs[p] = st.cpaths.n_obs[p]
+            st.cpaths.decided_log_e[p] = log_e
+            st.stamp(np.asarray([flat]), ts or self._now())
+            st.table_stale = True
+            self._dirty.setdefault(benchmark, None)
+            return True
         if st.paths.decided[flat] == code:
             if ts is not None and st.decided_time(lo, hi) != ts:
                 st.stamp(np.asarray([flat]), ts)  # the logged time of a decision taken again
@@ -491,6 +506,14 @@ class Monitor:
                     f"but the settings declare samples = {declared.samples}: a benchmark's K "
                     "is fixed by its first result; declare the stored K or use a new benchmark "
                     "name")
+            spec = declared or mon.config.spec(b["name"], k=st.samples)
+            if (st.spec.design, st.spec.cluster_items) != (spec.design, spec.cluster_items):
+                raise ValueError(
+                    f"benchmark {b['name']!r} was kept under design {st.spec.design!r} "
+                    f"(cluster_items {st.spec.cluster_items}), but the settings now say "
+                    f"{spec.design!r} (cluster_items {spec.cluster_items}): a benchmark's "
+                    "design is fixed when its first result arrives; declare the stored one or "
+                    "use a new benchmark name")
             mon._benches[b["name"]] = st
             if b["dirty"]:
                 mon._dirty[b["name"]] = None
@@ -522,12 +545,19 @@ class Monitor:
             "benchmark": benchmark,
             "resolved": t.resolved(),
             "unresolved_pairs": t.unresolved_pairs(),
-            # The anytime verdicts: one guarantee for the board's life (docs/anytime.md).
+            # The verdicts: one guarantee for the board's life (docs/anytime.md), under the
+            # benchmark's declared design, which states what it assumes.
+            "design": st.spec.design,
             "anytime": {"procedure": "online-bonferroni", "alpha": self.config.alpha,
                         "planned_models": self.config.planned_models,
+                        "design": st.spec.design,
+                        **({"cluster_items": st.spec.cluster_items}
+                           if st.spec.design == "clusters" else {}),
+                        "assumption": ASSUMPTIONS[st.spec.design],
                         "statement": "with probability ≥ 1 − α no pair is ever declared "
                                      "resolved while its models are equal or in the wrong "
-                                     "direction, however models arrive and whenever read"},
+                                     "direction, however models arrive and whenever read; "
+                                     "a decision, once taken, is final"},
             # q, q_cluster and MDE: a snapshot at the current n, corrected for this family;
             # not valid under continuous monitoring (the anytime verdicts are).
             "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.board import BenchmarkState
+from monitor.stats.cluster_sequential import advance_clusters
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
@@ -132,9 +133,14 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     c = touched[ti]
     before = st.pair_nsv(c, jj)
     _, grew = st.fold_new(rows, cols, scores)
+    # Sampled clusters: the clustered decisions are the verdicts (the item-level pass below
+    # still runs, for the item-level e-values shown beside them).
+    clustered = (None if st.cpaths is None else
+                 _cluster_pass(st, rows, cols, scores, alpha=alpha,
+                               planned_models=planned_models))
     grew = grew[ti, jj]
     if not grew.any():
-        return _NONE
+        return _NONE if clustered is None else clustered
     ti, jj, c = ti[grew], jj[grew], c[grew]
     before = tuple(b[grew] for b in before)  # type: ignore[assignment]
     after = st.pair_nsv(c, jj)
@@ -166,9 +172,67 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                              start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
     pick = np.flatnonzero(exact)
     if pick.size == 0:
-        return _NONE
+        return _NONE if clustered is None else clustered
     base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
-    return _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    return decided if clustered is None else clustered
+
+
+def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
+                  alpha: float, planned_models: int) -> IntArray:
+    """The sampled-clusters pass of a run (its cells already in the score matrix): every new
+    paired item of every pair, in event order, through
+    :func:`monitor.stats.cluster_sequential.advance_clusters`. Returns the flat indices
+    (lo · cap + hi) of the pairs it decided. Cost: the run's results × the models."""
+    cp = st.cpaths
+    assert cp is not None
+    k, cap = st.k, st.cap
+    groups = st.group[rows].astype(np.int64)
+    if not (groups > 0).any():
+        return _NONE  # items without a cluster label do not enter the clustered decision
+    block = st.X[rows, :k]
+    # when[t, j]: the position in the run of the cell (row of t, j), −1 if stored before it
+    when = np.full(block.shape, -1, dtype=np.int64)
+    key = rows * cap + cols
+    key_order = np.argsort(key, kind="stable")
+    keys = key[key_order]
+    touched = np.unique(cols)
+    probe = rows[:, None] * cap + touched[None, :]
+    pos = np.minimum(np.searchsorted(keys, probe), keys.size - 1)
+    when[:, touched] = np.where(keys[pos] == probe, key_order[pos], -1)
+    t_pos = np.arange(rows.size)
+    valid = ~np.isnan(block) & (when < t_pos[:, None]) & (groups[:, None] > 0)
+    valid[t_pos, cols] = False
+    tt, jj = np.nonzero(valid)  # row-major: event order, then partner
+    if tt.size == 0:
+        return _NONE
+    c = cols[tt]
+    lo, hi = np.minimum(c, jj), np.maximum(c, jj)
+    x_c, x_j = scores[tt], block[tt, jj]
+    d = np.where(c == lo, x_c - x_j, x_j - x_c)
+    pair = pair_number(lo, hi) - 1
+    # The pair's n at each of its new items: its n after the run, less the items after this one.
+    order = np.argsort(pair, kind="stable")
+    ps = pair[order]
+    first = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
+    sizes = np.diff(np.r_[first, ps.size])
+    rank = np.empty(ps.size, dtype=np.int64)
+    rank[order] = np.arange(ps.size) - np.repeat(first, sizes)
+    count = np.empty(ps.size, dtype=np.int64)
+    count[order] = np.repeat(sizes, sizes)
+    n_at = st.n[lo, hi].astype(np.float64) - count + rank + 1.0
+    cp = cp.grown(k * (k - 1) // 2, len(st.clusters))
+    st.cpaths = cp
+    uniq, rep = np.unique(pair, return_index=True)  # each pair, and one item of it
+    thr = np.zeros(cp.shape[0])
+    thr[uniq] = _state_log_threshold(st, lo[rep], hi[rep], alpha=alpha,
+                                     planned_models=planned_models)
+    decided = advance_clusters(cp, pair, groups[tt], d, n_at, r=st.spec.cluster_items,
+                               log_threshold=thr)
+    if decided.size == 0:
+        return _NONE
+    where = np.searchsorted(uniq, decided)
+    return lo[rep][where] * cap + hi[rep][where]
 
 
 def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,

@@ -225,12 +225,25 @@ class AnytimeReplay:
             opt("q_anytime", f.q_anytime),
             PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
             PairColumn("resolved_anytime", "bool", np.array([x is not None for x in first])),
-            PairColumn("anytime_direction", "int",
-                       np.zeros(idx.size, dtype=np.int64) if f.decided is None
-                       else f.decided[idx].astype(np.int64)),
+            PairColumn("anytime_direction", "int", f.verdict_code()[idx].astype(np.int64)),
             PairColumn("first_resolved_at", "any", first),
-            # sampled clusters, asymptotic in the number of clusters: at the end of the table
-            opt("cs_cluster_low", f.cs_cluster_low), opt("cs_cluster_high", f.cs_cluster_high),
+            PairColumn("design", "str", [f.design] * idx.size),
+        ] + (self._cluster_columns(idx) if f.design == "clusters" else [])
+
+    def _cluster_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
+        """Sampled clusters: each pair's cluster observations, their e-value, the clusters a
+        decision needs at the pair's share, and why a pair is not decidable."""
+        f = self.figures
+        assert f.cluster_obs is not None and f.cluster_log_e is not None
+        assert f.cluster_min is not None
+        decidable = f.decidable()[idx]
+        return [
+            PairColumn("cluster_observations", "count", np.rint(f.cluster_obs[idx])),
+            PairColumn("cluster_e_value", "float",
+                       np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
+            PairColumn("clusters_seen", "int", np.full(idx.size, f.clusters_seen)),
+            PairColumn("clusters_needed", "count", f.cluster_min[idx]),
+            PairColumn("decidable", "bool", decidable),
         ]
 
     def summary(self, binary: bool) -> dict[str, Any]:

@@ -152,6 +152,9 @@ def config_key(config: CoreConfig) -> str:
         options.pop("samples")  # the key of snapshots taken before samples existed
     if not options["benchmarks"]:
         options.pop("benchmarks")  # likewise, before benchmarks declared their specs
+    if options["design"] == "items":
+        options.pop("design")  # likewise, before designs were declared
+        options.pop("cluster_items")
     return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 

@@ -34,6 +34,8 @@ from pydantic_settings import (
 
 from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.errors import ConfigError
+from monitor.stats.cluster_sequential import CLUSTER_ITEMS
+from monitor.stats.figures import Design
 from monitor.stats.multiplicity import METHODS
 
 ENV_PREFIX = "LLM_MONITOR_"
@@ -145,9 +147,15 @@ class BenchmarkSettings(BaseModel):
 
     # K samples per (item, model) of this benchmark (its results' `sample` 0 … K − 1).
     samples: int = Field(default=1, ge=1, le=1024)
+    # How its items were drawn (docs/clusters-vs-strata.md): "items", "strata" (the results'
+    # `cluster` labels are fixed strata) or "clusters" (sampled clusters); it decides the
+    # verdict. cluster_items: r, the items of a cluster forming its one observation.
+    design: Design = "items"
+    cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
 
     def spec(self) -> BenchmarkSpec:
-        return BenchmarkSpec(samples=self.samples)
+        return BenchmarkSpec(samples=self.samples, design=self.design,
+                             cluster_items=self.cluster_items)
 
 
 class Settings(BaseSettings):
@@ -170,6 +178,9 @@ class Settings(BaseSettings):
     # K samples per (item, model) of a new benchmark that declares none, in `benchmarks` or
     # by its first result's `k`: an item enters the pairs with the mean of its K samples.
     samples: int = Field(default=1, ge=1, le=1024)
+    # The design (and items per cluster observation) of a benchmark not in `benchmarks`.
+    design: Design = "items"
+    cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
     # Per-benchmark declarations, fixed when the benchmark's first result arrives.
     benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
     family: Literal["adjacent", "all"] = "adjacent"
@@ -329,6 +340,7 @@ class Settings(BaseSettings):
                           correction=self.correction, per_pair_series=self.per_pair_series,
                           pair_series_limit=self.pair_series_limit,
                           exclude_flags=self.effective_exclude_flags, samples=self.samples,
+                          design=self.design, cluster_items=self.cluster_items,
                           benchmarks={name: b.spec() for name, b in self.benchmarks.items()})
 
     @property
