@@ -156,6 +156,12 @@ def test_post_command_names_rejected_lines_and_fails(server: Server, tmp_path: P
     assert res.returncode == 1
     assert f"rejected {path}:2: conflict" in res.stdout
     assert "accepted 0, duplicate 2, conflict 1, invalid 0" in res.stdout
+    # Posted again, the conflict is still one: the monitor holds another score for line 2.
+    again = cli("post", str(path), "--url", url, "--json")
+    assert again.returncode == 1, again.stdout
+    account = json.loads(again.stdout)
+    assert (account["duplicate"], account["conflict"]) == (2, 1)
+    assert [(r["source"], r["reason"]) for r in account["rejected"]] == [(f"{path}:2", "conflict")]
 
 
 # -- retries against a real HTTP server that fails first -----------------------------------
