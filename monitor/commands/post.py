@@ -50,7 +50,8 @@ FilterOpt = Annotated[str | None, typer.Option(
     "file); the other filters' lines are counted as passed over")]
 ScorerOpt = Annotated[str | None, typer.Option(help="scorer of inspect logs (default: the first)")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option(help="table column to ignore (repeatable)")]
-ClusterOpt = Annotated[str | None, typer.Option(help="table column holding the item cluster")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    help="table column holding the item cluster; of inspect_ai logs, the sample metadata field")]
 BatchOpt = Annotated[int, typer.Option(help="results per request")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
@@ -110,6 +111,10 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     if not path.is_file():
         raise InputError("no such file", source=str(path))
     if looks_like_samples(path):
+        if cluster_col is not None:  # refused rather than ignored, as report refuses it
+            raise ConfigError("--cluster-col: lm-eval samples files have no item column to "
+                              "group by; the subtasks of a group are its clusters (--benchmark "
+                              "with the group's name)")
         follower = SamplesFollower(path, model=model or model_from_dir(path),
                                    benchmark=benchmark, metric=metric, filter=filter)
         sent = 0
@@ -129,7 +134,8 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
     if is_inspect_log(path):
         from monitor.io.inspect import inspect_events
 
-        yield from inspect_events(path, benchmark=benchmark, model=model, scorer=scorer)
+        yield from inspect_events(path, benchmark=benchmark, model=model, scorer=scorer,
+                                  cluster_field=cluster_col)
         return
     if is_events_file(path):
         # The table options name columns; a result of the contract has its fields instead.

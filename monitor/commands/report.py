@@ -301,9 +301,11 @@ def register(app: typer.Typer) -> None:
         scorer: Annotated[str | None, typer.Option(
             help="inspect_ai logs: the scorer (default: the log's first)")] = None,
         cluster_col: Annotated[str | None, typer.Option(
-            "--cluster-col", help="item groups as sampled clusters (inflates N* by DE)")] = None,
+            "--cluster-col", help="item groups as sampled clusters (inflates N* by DE): a "
+            "table column, or the sample metadata field of inspect_ai logs")] = None,
         strata_col: Annotated[str | None, typer.Option(
-            "--strata-col", help="item groups as fixed strata (stratified variance)")] = None,
+            "--strata-col", help="item groups as fixed strata (stratified variance): a table "
+            "column, or the sample metadata field of inspect_ai logs")] = None,
         family: Annotated[str, typer.Option(
             help="pairs read together: adjacent (in the ranking) or all")] = "adjacent",
         correction: Annotated[str, typer.Option(

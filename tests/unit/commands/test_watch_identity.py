@@ -98,7 +98,7 @@ def test_a_rewritten_first_line_is_an_error_naming_the_file(tmp_path: Path) -> N
     path.write_text(_lines(0, 4))
     _scan(tmp_path)
     path.write_text(_lines(0, 4, score=0))  # the same size, every score the other
-    with pytest.raises(Rewritten, match="its first 4 lines .*, already posted, changed") as err:
+    with pytest.raises(Rewritten, match=r"its first 4 lines .*, already posted, changed") as err:
         _scan(tmp_path)
     assert err.value.source == str(path)
 
@@ -162,7 +162,7 @@ def test_an_inspect_log_whose_posted_score_changed_is_an_error(
     assert _sent(client) == ["q2"]
     scores["q1"] = 1.0  # inspect_ai rewrote the log with another score for a posted sample
     log.write_bytes(b"123")
-    with pytest.raises(Rewritten, match="sample 'q1' .* was posted with score 0.0 and now "
-                                        "has 1.0") as err:
+    with pytest.raises(Rewritten, match=r"sample 'q1' .* was posted with score 0\.0 and "
+                                        r"now has 1\.0") as err:
         _scan(tmp_path, PLAIN)
     assert err.value.source == str(log)

@@ -28,7 +28,7 @@ def logs(monkeypatch: pytest.MonkeyPatch) -> dict[str, InspectScores]:
         "c.eval": _log("c.eval", "spelling", "m1", ["w0", "w1", "w2"], [1.0, 1.0, 1.0]),
     }
     monkeypatch.setattr(inspect_io, "read_inspect_log",
-                        lambda p, *, scorer=None: by_path[str(p)])
+                        lambda p, *, scorer=None, group_field=None: by_path[str(p)])
     return by_path
 
 
@@ -64,7 +64,8 @@ def test_epochs_are_repeated_samples_as_in_a_table_with_a_sample_column(
             item_ids=np.asarray(ids * 2, dtype=object), epochs=epochs, scores=scores)
         rows += [f"{i},{name},{e - 1},{s:g}" for i, e, s in zip(ids * 2, epochs, scores,
                                                                  strict=True)]
-    monkeypatch.setattr(inspect_io, "read_inspect_log", lambda p, *, scorer=None: logs[str(p)])
+    monkeypatch.setattr(inspect_io, "read_inspect_log",
+                        lambda p, *, scorer=None, group_field=None: logs[str(p)])
     t = inspect_table([Path("m1.eval"), Path("m2.eval")])
     long = tmp_path / "long.csv"
     long.write_text("\n".join(rows) + "\n")
@@ -88,7 +89,8 @@ def test_report_and_compare_read_the_scorer_named(tmp_path: Path,
     by_scorer = {"first": ([1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]),
                  "second": ([0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0])}
 
-    def read(p: Path, *, scorer: str | None = None) -> InspectScores:
+    def read(p: Path, *, scorer: str | None = None, group_field: str | None = None
+             ) -> InspectScores:
         name = Path(p).stem
         values = by_scorer[scorer or "first"][0 if name == "m1" else 1]
         return _log(str(p), "arith", name, [f"q{i}" for i in range(4)], values)
