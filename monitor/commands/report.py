@@ -204,6 +204,7 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
     def render(console: Console) -> None:
         from rich import box
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         if not console.is_terminal:
@@ -211,6 +212,9 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
             console = Console(width=max(console.width, 120), highlight=False)
         for line in _header_lines(rep):
             console.print(line, highlight=False)
+        for warning in rep.get("warnings", ()):
+            console.print(f"[bold yellow]WARNING[/bold yellow]: {escape(warning['message'])}",
+                          highlight=False)
         groups = rep["groups"]
         kind = groups["kind"] if groups else None
         # Below ~110 columns the model names would be squeezed out: drop δ, N*, DE and p_adj.
