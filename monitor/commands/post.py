@@ -135,7 +135,7 @@ def file_events(path: Path, *, benchmark: str | None, model: str | None, metric:
         from monitor.io.inspect import inspect_events
 
         yield from inspect_events(path, benchmark=benchmark, model=model, scorer=scorer,
-                                  cluster_field=cluster_col)
+                                  cluster_field=cluster_col, passed_over=passed_over)
         return
     if is_events_file(path):
         # The table options name columns; a result of the contract has its fields instead.

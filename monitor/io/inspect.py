@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ class InspectScores:
     epochs: np.ndarray
     scores: np.ndarray
     groups: np.ndarray | None = None  # the ``group_field`` label of each sample
+    errored: int = 0  # samples that ended in an error without a score (left out)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -142,8 +143,10 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None,
     epochs: list[int] = []
     scores: list[float] = []
     groups: list[str] = []
+    errored = 0
     for s in summaries:
         if s.error is not None and not s.scores:
+            errored += 1
             continue
         if not s.scores or scorer not in s.scores:
             raise InputError(f"sample {s.id!r} (epoch {s.epoch}) has no score of scorer "
@@ -166,15 +169,24 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None,
         source=source, task=str(header.eval.task), model=str(header.eval.model),
         scorer=scorer, status=str(header.status), item_ids=np.asarray(ids, dtype=object),
         epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64),
-        groups=None if group_field is None else np.asarray(groups, dtype=object))
+        groups=None if group_field is None else np.asarray(groups, dtype=object),
+        errored=errored)
+
+
+#: Why a sample of a log was not sent (``passed_over`` key of post's account).
+ERRORED = "inspect_ai sample ended in an error, no score"
 
 
 def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str | None = None,
-                   scorer: str | None = None, cluster_field: str | None = None
+                   scorer: str | None = None, cluster_field: str | None = None,
+                   passed_over: MutableMapping[str, int] | None = None
                    ) -> Iterator[tuple[dict[str, Any], str]]:
     """(result, label) of every scored sample of a log, in the log's order; with
-    ``cluster_field`` each result's cluster is that sample metadata field."""
+    ``cluster_field`` each result's cluster is that sample metadata field. Samples left out
+    (an error, no score) are counted in ``passed_over``."""
     log = read_inspect_log(path, scorer=scorer, group_field=cluster_field)
+    if passed_over is not None and log.errored:
+        passed_over[ERRORED] = passed_over.get(ERRORED, 0) + log.errored
     bench = benchmark or log.task
     name = model or log.model
     groups = log.groups.tolist() if log.groups is not None else [None] * len(log)

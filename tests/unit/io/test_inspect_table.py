@@ -106,3 +106,24 @@ def test_report_and_compare_read_the_scorer_named(tmp_path: Path,
                      "--B", "200", "--json"]) == 0
         fig = json.loads(capsys.readouterr().out)
         assert (fig["mean_a"], fig["mean_b"]) == (np.mean(a), np.mean(b))
+
+
+def test_post_counts_the_samples_that_ended_in_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples without a score (an error) are left out, as inspect_ai leaves them out of its
+    metrics — and post's account says how many, so that every sample is accounted for."""
+    from dataclasses import replace
+
+    from monitor.commands.post import file_events
+
+    log = replace(_log("a.eval", "arith", "m1", ["q0", "q1"], [1.0, 0.0]), errored=2)
+    monkeypatch.setattr(inspect_io, "read_inspect_log",
+                        lambda p, *, scorer=None, group_field=None: log)
+    path = tmp_path / "a.eval"
+    path.write_bytes(b"")
+    passed: dict[str, int] = {}
+    events = list(file_events(path, benchmark=None, model=None, metric=None,
+                              filter=None, scorer=None, exclude=(), cluster_col=None,
+                              passed_over=passed))
+    assert [e["item_id"] for e, _ in events] == ["q0", "q1"]
+    assert passed == {inspect_io.ERRORED: 2}
