@@ -300,6 +300,13 @@ def samples_table(
                              "of one task", source=str(paths[0]))
     files = [read_lmeval_samples(p, model=model, metric=metric, filter=filter,
                                  benchmark=benchmark) for p in paths]
+    chosen = {f.filter for f in files}
+    if len(chosen) > 1:  # each file's default is its own first filter: never mix them
+        first = {f.filter: f.source for f in reversed(files)}
+        raise InputError("the files' first filters differ ("
+                         + ", ".join(f"{name} in {first[name]}" for name in sorted(
+                             first, key=str)) + "): pass --filter to read one of them",
+                         source=files[0].source)
     item_index: dict[str, int] = {}
     cluster_of: dict[str, str | None] = {}
     model_index: dict[str, int] = {}
