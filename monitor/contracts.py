@@ -94,6 +94,12 @@ class ItemResult(_Event):
         description="index of this answer among the model's repeated samples of the item "
                     "(avg@k, pass@k); the item's score is the mean of its samples",
     )
+    k: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="K, the samples per item and model the benchmark takes (sample 0 … K − 1); "
+                    "the benchmark's first result declares it (else the monitor's settings; "
+                    "default 1), and a result stating another K is a conflict",
+    )
     cluster: Annotated[str, Field(max_length=200, json_schema_extra=_NAME)] | None = Field(
         default=None,
         description="grouping label of the item (e.g. subject); the first value seen for an item wins",
@@ -154,6 +160,7 @@ class WireResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=T
     model: _Str
     score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
     sample: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 0
+    k: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
     cluster: _Opt = None
     run_id: _Opt = None
     variant: str = "original"
@@ -165,8 +172,8 @@ class WireResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=T
 
 class PlainResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
                   gc=False):
-    """A :class:`WireResult` that names no ``sample``, ``variant``, ``flags`` or ``ts``: an
-    original result of sample 0 without flags, what almost every producer sends.
+    """A :class:`WireResult` that names no ``sample``, ``k``, ``variant``, ``flags`` or ``ts``:
+    an original result of sample 0 without flags, what almost every producer sends.
 
     The fast decoder tries it first: a line with any other key fails it (unknown field) and is
     read as a :class:`WireResult`. The fields it does not hold read as their defaults (class
@@ -183,6 +190,7 @@ class PlainResult(_Wire, frozen=True, forbid_unknown_fields=True, omit_defaults=
     run_id: _Opt = None
     schema_version: Literal[1] = 1
     sample: ClassVar[int] = 0
+    k: ClassVar[None] = None
     variant: ClassVar[str] = "original"
     flags: ClassVar[tuple[str, ...]] = ()
     ts: ClassVar[None] = None
@@ -260,13 +268,14 @@ class Results(list[Result]):
 
     @property
     def plain(self) -> bool:
-        """One benchmark's original results of sample 0 without flags (the common case)."""
+        """One benchmark's original results of sample 0 without flags and without a declared
+        K (the common case)."""
         def make() -> bool:
             if self.benchmark is None:
                 return False
             return self.defaults or (
                 {ev.variant for ev in self} == {"original"} and {ev.sample for ev in self} == {0}
-                and not any([ev.flags for ev in self]))
+                and {ev.k for ev in self} == {None} and not any([ev.flags for ev in self]))
         return self._get("plain", make)
 
     @property

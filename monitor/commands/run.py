@@ -249,8 +249,10 @@ IncludeLeakOpt = Annotated[bool | None, typer.Option(
     "--include-leak-suspect/--exclude-leak-suspect",
     help="count items flagged leak-suspect in resolution (default: excluded)")]
 SamplesOpt = Annotated[int | None, typer.Option(
-    "--samples", help="K, the samples each model answers every item with (field `sample` "
-    "0 … K−1); an item counts with the mean of its K samples once all are in (default: 1)")]
+    "--samples", help="K of a new benchmark that declares none (in the settings' benchmarks "
+    "table, or by its first result's field `k`): the samples each model answers every item "
+    "with (field `sample` 0 … K−1); an item counts with the mean of its K samples once all "
+    "are in (default: 1)")]
 EvalIntervalOpt = Annotated[float | None, typer.Option(
     help="seconds between verdict evaluations while results stream in, 0 after every batch (default: 0.25)")]
 

@@ -68,11 +68,13 @@ class BenchmarkState:
     samples wait in ``Y`` (items × models × K) and a cell's score is the mean of its K samples,
     written once, when the last of them arrives."""
 
-    def __init__(self, name: str, samples: int = 1) -> None:
+    def __init__(self, name: str, samples: int = 1, *, declared: str = "default") -> None:
         self.name = name
         # K samples per (item, model): with K > 1 the samples wait in Y (items × models × K,
         # NaN = absent) and a cell enters X, with their mean, when its K-th sample arrives.
         self.samples = samples
+        # Who fixed K: "settings", "result" (the first result's k) or "default".
+        self.declared = declared
         self.Y: FloatArray | None = np.full((256, 8, samples), np.nan) if samples > 1 else None
         self.item_row: dict[str, int] = {}
         self.item_ids: list[str] = []

@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """What one benchmark declares once, fixed when its first result arrives.
+
+    Parameters
+    ----------
+    samples
+        K, the samples every model answers each item with (``ItemResult.sample`` 0 … K − 1).
+        An (item, model) enters the pair statistics once, with the mean of its K samples, when
+        its K-th sample arrives (docs/live-core.md, "Repeated samples"); 1 is one answer per
+        item, the 0/1 fast path. Declared by the settings (``benchmarks.<name>.samples``), by
+        the benchmark's first result (its ``k`` field), or else the monitor's default
+        (``--samples``).
+    """
+
+    samples: int = 1
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
+            raise ValueError(f"`samples` must be an integer in [1, 1024], got {self.samples!r}")
 
 
 @dataclass(frozen=True)
@@ -43,10 +66,11 @@ class CoreConfig:
     exclude_flags
         Items carrying any of these flags are excluded from resolution (empty: off).
     samples
-        K, the samples every model answers each item with (``ItemResult.sample`` 0 … K − 1).
-        An (item, model) enters the pair statistics once, with the mean of its K samples, when
-        its K-th sample arrives (docs/live-core.md, "Repeated samples"); 1 (the default) is one
-        answer per item, the 0/1 fast path.
+        K of a new benchmark that declares none (:class:`BenchmarkSpec`): neither in
+        ``benchmarks`` nor by its first result's ``k``.
+    benchmarks
+        Specs declared for named benchmarks (the settings' ``benchmarks`` table); a result
+        whose ``k`` differs from its benchmark's K is a conflict.
     """
 
     alpha: float = 0.05
@@ -58,6 +82,7 @@ class CoreConfig:
     pair_series_limit: int = 1000
     exclude_flags: tuple[str, ...] = ("leak-suspect",)
     samples: int = 1
+    benchmarks: Mapping[str, BenchmarkSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (0.0 < self.alpha < 1.0):
@@ -82,3 +107,19 @@ class CoreConfig:
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"
             )
         object.__setattr__(self, "exclude_flags", tuple(self.exclude_flags))
+        for name, spec in self.benchmarks.items():
+            if not isinstance(spec, BenchmarkSpec):
+                raise ValueError(f"`benchmarks[{name!r}]` must be a BenchmarkSpec, got {spec!r}")
+        object.__setattr__(self, "benchmarks", dict(self.benchmarks))
+
+    def spec(self, benchmark: str, *, k: int | None = None) -> BenchmarkSpec:
+        """The spec a new ``benchmark`` takes: declared in ``benchmarks``, else by its first
+        result (``k``, its K), else the default."""
+        declared = self.benchmarks.get(benchmark)
+        if declared is not None:
+            return declared
+        return BenchmarkSpec(samples=self.samples if k is None else k)
+
+    def declared(self, benchmark: str) -> bool:
+        """True when the settings declare ``benchmark``'s spec."""
+        return benchmark in self.benchmarks

@@ -10,7 +10,11 @@ Semantics
 - Identity of a result is (benchmark, variant, item_id, model, sample); ``run_id`` is not
   part of it. The same score again is a ``duplicate`` (no change); a different score is a
   ``conflict`` (a DeadLetter with reason ``conflict``; state untouched), and so is a sample
-  index outside 0 … K − 1 (``CoreConfig.samples``) or a perturbed variant's sample ≠ 0.
+  index outside 0 … K − 1, a result whose ``k`` differs from its benchmark's K, or a perturbed
+  variant's sample ≠ 0.
+- A benchmark's K is fixed when its first result arrives: declared by the settings
+  (``CoreConfig.benchmarks``), else by that result's ``k``, else ``CoreConfig.samples``
+  (:meth:`CoreConfig.spec`); one monitor holds benchmarks of different K.
 - With K > 1 samples per (item, model), an ``original`` cell enters the state once, with
   the mean of its K samples, when its K-th sample arrives (docs/live-core.md, "Repeated
   samples"); until then its samples wait in ``BenchmarkState.Y``.
@@ -166,11 +170,13 @@ class Monitor:
         for i, ev in enumerate(events if pending is None else ()):
             st = benches.get(ev.benchmark)
             if st is None:
-                st = benches[ev.benchmark] = BenchmarkState(ev.benchmark, self.config.samples)
+                st = benches[ev.benchmark] = self._new_state(ev.benchmark, ev.k)
             pend = by_bench.get(ev.benchmark)
             if pend is None:
                 pend = by_bench[ev.benchmark] = _Pending()
-            if ev.variant == "original":
+            if ev.k is not None and ev.k != st.samples:
+                codes[i] = CONFLICT
+            elif ev.variant == "original":
                 r = st.item_row.get(ev.item_id)
                 if r is None:
                     r = st.row_of(ev.item_id, ev.cluster)
@@ -213,14 +219,16 @@ class Monitor:
         """The pending cells of a batch of one benchmark's unflagged original results of one
         sample (the common case), read column by column; None for any other batch. Rows and
         columns are created in event order, as the loop of :meth:`apply` creates them."""
-        if not events or self.config.samples != 1 or not events.plain:
+        if not events or not events.plain:
             return None
         name = events[0].benchmark
         st = self._benches.get(name)
-        if st is not None and st.Y is not None:
-            return None
         if st is None:
-            st = self._benches[name] = BenchmarkState(name, self.config.samples)
+            if self.config.spec(name).samples != 1:
+                return None
+            st = self._benches[name] = self._new_state(name, None)
+        elif st.Y is not None:
+            return None
         items, models = events.items, events.models
         rows = list(map(st.item_row.get, items))
         cols = list(map(st.model_col.get, models))
@@ -236,6 +244,12 @@ class Monitor:
         return {name: _Pending(index=range(len(events)), rows=rows,  # type: ignore[arg-type]
                                cols=cols,  # type: ignore[arg-type]  # no None left
                                scores=events.scores)}
+
+    def _new_state(self, name: str, k: int | None) -> BenchmarkState:
+        """The state of a benchmark first named by a result declaring ``k`` (or none)."""
+        spec = self.config.spec(name, k=k)
+        return BenchmarkState(name, spec.samples, declared="settings" if self.config.declared(
+            name) else "result" if k is not None else "default")
 
     def evaluate(self) -> list[Change]:
         """Re-evaluate verdicts and rankings of the benchmarks touched since the last call."""
@@ -323,9 +337,13 @@ class Monitor:
         if ev.variant != "original" and ev.sample != 0:
             detail = (f"{cell} ({ev.variant}): a perturbed variant takes one answer per item "
                       f"and model (sample 0); got sample {ev.sample}")
+        elif ev.k is not None and ev.k != st.samples:
+            detail = (f"{cell}: the result states k = {ev.k}, but {ev.benchmark!r} takes "
+                      f"{st.samples} sample(s) per item and model, {_declared(st)}")
         elif ev.variant == "original" and ev.sample >= st.samples:
-            detail = (f"{cell}: sample {ev.sample} is outside 0…{st.samples - 1}: the monitor "
-                      f"takes {st.samples} sample(s) per item and model (option --samples)")
+            detail = (f"{cell}: sample {ev.sample} is outside 0…{st.samples - 1}: "
+                      f"{ev.benchmark!r} takes {st.samples} sample(s) per item and model, "
+                      f"{_declared(st)}")
         else:
             if ev.variant != "original":
                 had = st.perturbed[(ev.variant, ev.item_id, ev.model)]
@@ -466,9 +484,13 @@ class Monitor:
             mine = {key[len(prefix):]: value for key, value in arrays.items()
                     if key.startswith(prefix)}
             st = bench_from_snapshot(b["name"], b, mine)
-            if st.samples != mon.config.samples:
-                raise ValueError(f"snapshot of {b['name']!r} holds {st.samples} sample(s) per "
-                                 f"item and model, the configuration {mon.config.samples}")
+            declared = mon.config.benchmarks.get(b["name"])
+            if declared is not None and st.samples != declared.samples:
+                raise ValueError(
+                    f"benchmark {b['name']!r} holds {st.samples} sample(s) per item and model, "
+                    f"but the settings declare samples = {declared.samples}: a benchmark's K "
+                    "is fixed by its first result; declare the stored K or use a new benchmark "
+                    "name")
             mon._benches[b["name"]] = st
             if b["dirty"]:
                 mon._dirty[b["name"]] = None
@@ -650,6 +672,15 @@ def _take_sample(st: BenchmarkState, pend: _Pending, i: int, ev: Result, r: int,
     pend.cols.append(c)
     pend.scores.append(float(cell_means(y[None, :])[0]))
     return None
+
+
+def _declared(st: BenchmarkState) -> str:
+    """How ``st``'s K was fixed, with how to declare another for a new benchmark."""
+    how = {"settings": "as the settings declare (benchmarks.<name>.samples)",
+           "result": "as its first result declared (field k)",
+           }.get(st.declared, "the monitor's default (--samples)")
+    return (f"{how}; a benchmark's K is fixed by its first result: declare K on it (field "
+            "k), in the settings (benchmarks.<name>.samples), or with --samples")
 
 
 def _tier_groups(ranking: tuple[tuple[str, ...], bool, tuple[int, ...]]

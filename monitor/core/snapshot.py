@@ -64,13 +64,16 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
     }
     if st.samples > 1:
         header["samples"] = st.samples  # absent: one sample per (item, model)
+    if st.declared != "default":
+        header["declared"] = st.declared
     return header, arrays
 
 
 def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
                         ) -> BenchmarkState:
     """Rebuild one benchmark's state from :func:`bench_to_snapshot` output."""
-    st = BenchmarkState(name, int(header.get("samples", 1)))
+    st = BenchmarkState(name, int(header.get("samples", 1)),
+                        declared=str(header.get("declared", "default")))
     st.excluded = set(header["excluded"])
     for cl in header["clusters"]:
         st.cluster_id[cl] = len(st.clusters)

@@ -51,6 +51,8 @@ class InspectScores:
     item_ids: np.ndarray
     epochs: np.ndarray
     scores: np.ndarray
+    #: The epochs the task was run with (K samples per item); 1 when the log does not say.
+    k: int = 1
     groups: np.ndarray | None = None  # the ``group_field`` label of each sample
     errored: int = 0  # samples that ended in an error without a score (left out)
 
@@ -169,6 +171,7 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None,
         source=source, task=str(header.eval.task), model=str(header.eval.model),
         scorer=scorer, status=str(header.status), item_ids=np.asarray(ids, dtype=object),
         epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64),
+        k=max(int(header.eval.config.epochs or 1), max(epochs, default=1)),
         groups=None if group_field is None else np.asarray(groups, dtype=object),
         errored=errored)
 
@@ -192,8 +195,10 @@ def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str
     groups = log.groups.tolist() if log.groups is not None else [None] * len(log)
     for item, epoch, score, group in zip(log.item_ids.tolist(), log.epochs.tolist(),
                                          log.scores.tolist(), groups, strict=True):
+        # Each epoch is a sample of the item, and the log declares how many the benchmark
+        # takes (k), so that a monitor holds it beside one-sample benchmarks.
         event: dict[str, Any] = {"benchmark": bench, "item_id": item, "model": name,
-                                 "score": score, "sample": epoch - 1}
+                                 "score": score, "sample": epoch - 1, "k": log.k}
         if group is not None:
             event["cluster"] = group
         yield event, f"{log.source}: sample {item}, epoch {epoch}"
@@ -206,7 +211,7 @@ def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str
 
     With several epochs the table also holds every epoch's score (``repeats``: the epochs are
     repeated samples), so ``report`` states the between-item / within-item split as the live
-    monitor does with ``run --samples K``; the means are :func:`~monitor.stats.samples.cell_means`
+    monitor holds them (K samples per item); the means are :func:`~monitor.stats.samples.cell_means`
     of them, the live monitor's item means. ``cluster_col`` or ``strata_col`` names the sample
     metadata field that groups the items (sampled clusters or fixed strata); every sample of
     an item must carry the same label.

@@ -147,6 +147,8 @@ def config_key(config: CoreConfig) -> str:
     options.pop("pair_series_limit")
     if options["samples"] == 1:
         options.pop("samples")  # the key of snapshots taken before samples existed
+    if not options["benchmarks"]:
+        options.pop("benchmarks")  # likewise, before benchmarks declared their specs
     return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 

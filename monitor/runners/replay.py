@@ -126,6 +126,8 @@ class ReplayStream:
             out.append(ItemResult(
                 benchmark=block.benchmark, item_id=str(block.item_ids[i]),
                 model=block.models[m], score=float(score), sample=k,
+                # a table of K samples per cell declares its benchmark's K
+                k=None if block.repeats is None else int(block.repeats.shape[2]),
                 cluster=None if cluster is None else str(cluster),
             ))
         return out

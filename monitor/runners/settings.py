@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -32,7 +32,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from monitor.core.config import CoreConfig
+from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.errors import ConfigError
 from monitor.stats.multiplicity import METHODS
 
@@ -137,6 +137,19 @@ class _FileSource(PydanticBaseSettingsSource):
         return {} if current is None else dict(current[1])
 
 
+class BenchmarkSettings(BaseModel):
+    """What the settings declare for one benchmark (``[benchmarks.<name>]`` in a settings
+    file; ``LLM_MONITOR_BENCHMARKS='{"name": {...}}'`` in the environment)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # K samples per (item, model) of this benchmark (its results' `sample` 0 … K − 1).
+    samples: int = Field(default=1, ge=1, le=1024)
+
+    def spec(self) -> BenchmarkSpec:
+        return BenchmarkSpec(samples=self.samples)
+
+
 class Settings(BaseSettings):
     """Everything ``llm-monitor run`` and ``llm-monitor worker`` need; frozen once built.
 
@@ -154,8 +167,11 @@ class Settings(BaseSettings):
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
     planned_models: int = Field(default=32, ge=2)
-    # K samples per (item, model): an item enters the pairs with the mean of its K samples.
+    # K samples per (item, model) of a new benchmark that declares none, in `benchmarks` or
+    # by its first result's `k`: an item enters the pairs with the mean of its K samples.
     samples: int = Field(default=1, ge=1, le=1024)
+    # Per-benchmark declarations, fixed when the benchmark's first result arrives.
+    benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
     family: Literal["adjacent", "all"] = "adjacent"
     # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
     correction: str = "bonferroni"
@@ -312,7 +328,8 @@ class Settings(BaseSettings):
                           planned_models=self.planned_models, family=self.family,
                           correction=self.correction, per_pair_series=self.per_pair_series,
                           pair_series_limit=self.pair_series_limit,
-                          exclude_flags=self.effective_exclude_flags, samples=self.samples)
+                          exclude_flags=self.effective_exclude_flags, samples=self.samples,
+                          benchmarks={name: b.spec() for name, b in self.benchmarks.items()})
 
     @property
     def bootstrap(self) -> list[str]:

@@ -101,13 +101,18 @@ def test_report_and_a_live_monitor_show_the_same_means(
     assert offline["benchmark"] == "tiny_arith" and offline["n_items"] == 12
     assert {m["model"]: m["mean"] for m in offline["ranking"]} == pytest.approx(
         {k: v["accuracy"] for k, v in metrics.items()}, abs=1e-12)
-    srv = Server(tmp_path / "m.db", "--samples", "2").start()  # the two epochs
+    # No --samples: each result states the log's two epochs as its benchmark's K (k = 2), and
+    # a one-sample benchmark shares the monitor.
+    srv = Server(tmp_path / "m.db").start()
     try:
         url = f"http://127.0.0.1:{srv.port}"
         res = cli("post", *map(str, sorted((out / "json").iterdir())), "--url", url, "--json")
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["accepted"] == 48  # 2 models × 12 items × 2 epochs
         status, live = srv.get_json("/v1/benchmarks/tiny_arith/ranking")
+        one = [{"benchmark": "one_sample", "item_id": str(i), "model": m, "score": 1}
+               for i in range(3) for m in "xy"]
+        assert srv.post(one)[1]["accepted"] == 6
     finally:
         srv.stop()
     assert status == 200
@@ -133,7 +138,7 @@ def test_watch_posts_new_inspect_samples_once(
     watched.mkdir()
     first, second = sorted((out / "eval").iterdir())
     shutil.copy(first, watched / first.name)
-    srv = Server(tmp_path / "w.db", "--samples", "2").start()
+    srv = Server(tmp_path / "w.db").start()
     try:
         url = f"http://127.0.0.1:{srv.port}"
         res = cli("watch", str(watched), "--url", url, "--once")
@@ -186,7 +191,7 @@ def test_a_sample_metadata_field_groups_the_items(
     assert res.returncode == 2
     assert "has no metadata field 'nonesuch' (its fields: subject" in res.stderr
     assert str(logs[0]) in res.stderr
-    srv = Server(tmp_path / "m.db", "--samples", "2").start()
+    srv = Server(tmp_path / "m.db").start()
     try:
         url = f"http://127.0.0.1:{srv.port}"
         res = cli("post", *map(str, logs), "--url", url, "--cluster-col", "subject", "--json")

@@ -15,6 +15,7 @@ import pytest
 from monitor.cli import main
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
+from monitor.core.config import BenchmarkSpec
 from monitor.io.tables import read_table
 from monitor.runners.store import SqliteStore
 from monitor.stats.samples import cell_means, mean_variance
@@ -144,7 +145,7 @@ def test_one_sample_boards_take_sample_zero_only_and_are_unchanged() -> None:
     assert "samples" not in mon.ranking("b")["pairs"][0]
 
 
-def test_snapshots_keep_waiting_samples_and_refuse_another_sample_count() -> None:
+def test_snapshots_keep_waiting_samples_and_refuse_another_declared_sample_count() -> None:
     rows = _table_rows(5, items=60)
     events = [_ev(str(r["item_id"]), str(r["model"]), float(r["score"]),  # type: ignore[arg-type]
                   int(r["sample"])) for r in rows]  # type: ignore[call-overload]
@@ -159,8 +160,46 @@ def test_snapshots_keep_waiting_samples_and_refuse_another_sample_count() -> Non
     assert res.outcomes[-3:] == ["duplicate"] * 3
     assert resumed.scores("b") == whole.scores("b")
     assert resumed.ranking("b")["pairs"] == whole.ranking("b")["pairs"]
-    with pytest.raises(ValueError, match="holds 4 sample"):
-        Monitor.load_snapshot(data, CoreConfig(samples=2))
+    # K is fixed when the benchmark's first result arrived: another default does not change
+    # it, another declaration for the benchmark is refused.
+    assert Monitor.load_snapshot(data, CoreConfig(samples=2))._benches["b"].samples == K
+    with pytest.raises(ValueError, match=r"holds 4 sample.*declare samples = 2"):
+        Monitor.load_snapshot(data, CoreConfig(benchmarks={"b": BenchmarkSpec(samples=2)}))
+
+
+def test_one_monitor_holds_benchmarks_of_different_sample_counts() -> None:
+    """K per benchmark: declared by the first result (k), by the settings, or the default;
+    a sample outside K, or a result stating another K, is a conflict saying how to declare."""
+    mon = Monitor(CoreConfig(benchmarks={"declared": BenchmarkSpec(samples=3)}))
+    one = [ItemResult(benchmark="one", item_id="1", model=m, score=1.0) for m in "AB"]
+    five = [ItemResult(benchmark="five", item_id="1", model=m, score=float(s % 2), sample=s, k=5)
+            for m in "AB" for s in range(5)]
+    three = [ItemResult(benchmark="declared", item_id="1", model=m, score=1.0, sample=s)
+             for m in "AB" for s in range(3)]
+    res = mon.apply(one + five + three)
+    assert res.count("accepted") == len(one + five + three)
+    assert [mon._benches[b].samples for b in ("one", "five", "declared")] == [1, 5, 3]
+    assert mon.ranking("five")["pairs"][0]["n"] == 1
+    assert mon.ranking("declared")["pairs"][0]["n"] == 1
+    # Later results need not repeat k; a different k, or a sample past K, is a conflict.
+    res = mon.apply([
+        ItemResult(benchmark="five", item_id="2", model="A", score=1.0, sample=4),
+        ItemResult(benchmark="five", item_id="2", model="A", score=1.0, sample=0, k=2),
+        ItemResult(benchmark="one", item_id="2", model="A", score=1.0, sample=1),
+        ItemResult(benchmark="declared", item_id="2", model="A", score=1.0, k=1),
+    ])
+    assert res.outcomes == ["accepted", "conflict", "conflict", "conflict"]
+    k2, sample1, k1 = (d.detail for d in res.dead_letters)
+    assert "states k = 2, but 'five' takes 5 sample(s)" in k2
+    assert "as its first result declared (field k)" in k2
+    assert "sample 1 is outside 0…0: 'one' takes 1 sample(s)" in sample1
+    assert "the monitor's default (--samples)" in sample1
+    assert "declare K on it (field k)" in sample1
+    assert "as the settings declare (benchmarks.<name>.samples)" in k1
+    # The declarations survive a snapshot.
+    again = Monitor.load_snapshot(mon.dump_snapshot(), mon.config)
+    assert {b: (st.samples, st.declared) for b, st in again._benches.items()} == {
+        "one": (1, "default"), "five": (5, "result"), "declared": (3, "settings")}
 
 
 def test_the_store_keeps_the_sample_and_reads_older_rows(tmp_path: Path) -> None:
