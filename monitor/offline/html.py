@@ -421,6 +421,8 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     else:
         w(f"<li>groups: {_esc(groups['column'])} as {'sampled clusters' if kind == 'cluster' else 'fixed strata'} "
           f"({groups['n_groups']}).</li>")
+    for warning in rep.get("warnings", ()):
+        w(f"<li><b>warning:</b> {_esc(warning['message'])}.</li>")
     w(f"<li>family: {'adjacent pairs of the ranking' if rep['family'] == 'adjacent' else 'all pairs'} "
       f"({v['pairs']:,} pairs), correction {_esc(rep['correction'])}: N* sized at α' = "
       f"{rep['alpha_per_pair']:.3g} (α = {rep['alpha']:g}, power {rep['power']:g}).</li>")

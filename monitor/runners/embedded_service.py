@@ -44,9 +44,6 @@ SNAPSHOT_SPACING = 10.0
 SNAPSHOT_RETRY_SECONDS = 60.0
 
 
-#: Conflicting results remembered, so that one sent again is not counted as a new conflict.
-REMEMBERED_CONFLICTS = 10_000
-
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
 
@@ -191,8 +188,6 @@ class EmbeddedService:
         self._refused = Counter(
             "llm_monitor_requests_refused", "Requests refused whole because they would go "
             "past a cap (label: the setting)", ["cap"], registry=self.registry)
-        # Conflicts reported (their keys, oldest first), so that a resent one is not again.
-        self._conflicts: dict[Any, None] = {}
         # Perturbation kinds per benchmark, read from its state on first use after a load.
         self._kinds: dict[str, set[str]] = {}
         self.rebuilt = self._load_state()
@@ -344,7 +339,6 @@ class EmbeddedService:
         changes: list[Change] = []
         accepted: Sequence[Result] = []
         raw: Sequence[bytes] | None = None
-        conflict_keys: list[Any] = []
         self.host.lock.acquire()
         try:
             if events:
@@ -363,10 +357,12 @@ class EmbeddedService:
                     accepted = [events[k] for k in keep]
                     if lines is not None:
                         raw = [lines[num[k]] for k in keep]
-                conflicts, conflict_keys = self._new_conflicts(events, num, result.dead_letters)
+                # A result sent again with the score it conflicted with is a conflict again,
+                # as the Kafka worker counts it: the board still holds another score, and a
+                # producer posting the file a second time must hear so (not `duplicate`).
+                conflicts = result.dead_letters
                 report.accepted = len(accepted)
-                report.duplicate = (result.count("duplicate") + len(result.dead_letters)
-                                    - len(conflicts))
+                report.duplicate = result.count("duplicate")
                 report.conflict = len(conflicts)
                 reasons.update(d.reason for d in conflicts)
                 letters.extend(conflicts)
@@ -378,7 +374,6 @@ class EmbeddedService:
                 results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
                 raw=raw, text=text)
             self._count_unsnapshotted(accepted)
-            self._remember_conflicts(conflict_keys)
         except Exception:
             # The state may already hold this batch but the database does not: start over
             # from what is durable so memory never runs ahead of the log.
@@ -399,39 +394,6 @@ class EmbeddedService:
             self._unsnapshotted[name] += len(accepted)
         else:
             self._unsnapshotted.update([ev.benchmark for ev in accepted])
-
-    def _new_conflicts(self, events: Sequence[Result], index: Sequence[int],
-                       letters: Sequence[DeadLetter]) -> tuple[list[DeadLetter], list[Any]]:
-        """The conflicts of a batch not reported before, and their keys.
-
-        A conflicting result sent again with the same score (a batch resent by a client unsure
-        of its reply) was reported already: it counts as a duplicate, not as a new conflict
-        (among the last ``REMEMBERED_CONFLICTS`` conflicts of this process).
-        """
-        if not letters:
-            return [], []
-        # position in the batch of each request index (the same when the batch is the request)
-        where = None if isinstance(index, range) else {i: k for k, i in enumerate(index)}
-        fresh: list[DeadLetter] = []
-        keys: dict[Any, None] = {}  # ordered, and a set for the lookups
-        for d in letters:
-            k = d.index if where is None or d.index is None else where.get(d.index)
-            if k is None:
-                fresh.append(d)
-                continue
-            ev = events[k]
-            key = (ev.benchmark, ev.variant, ev.item_id, ev.model, ev.sample, ev.score)
-            if key in self._conflicts or key in keys:
-                continue
-            fresh.append(d)
-            keys[key] = None
-        return fresh, list(keys)
-
-    def _remember_conflicts(self, keys: Sequence[Any]) -> None:
-        for key in keys:
-            self._conflicts[key] = None
-        while len(self._conflicts) > REMEMBERED_CONFLICTS:
-            del self._conflicts[next(iter(self._conflicts))]
 
     def _refuse(self, over: OverCap) -> None:
         self._refused.labels(over.cap).inc()
