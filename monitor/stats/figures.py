@@ -252,6 +252,7 @@ class PairFigures:
     decided: NDArray[np.int8] | None
     decided_n: FloatArray | None
     decided_log_e: FloatArray | None
+    n_clusters: FloatArray | None
     design: Design
     cluster_obs: FloatArray | None
     cluster_log_e: FloatArray | None
@@ -328,7 +329,9 @@ class PairFigures:
             e_alpha=float(self.e_alpha[k]),
             decided=None if self.decided is None else int(self.decided[k]),
             decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
-            decided_log_e=at(self.decided_log_e), design=self.design,
+            decided_log_e=at(self.decided_log_e),
+            n_clusters=None if self.n_clusters is None else round(float(self.n_clusters[k])),
+            design=self.design,
             cluster_obs=None if self.cluster_obs is None else round(float(self.cluster_obs[k])),
             cluster_log_e=at(self.cluster_log_e),
             cluster_decided=(None if self.cluster_decided is None
@@ -383,6 +386,7 @@ class PairRecord:
     decided: int | None
     decided_n: int | None
     decided_log_e: float | None
+    n_clusters: int | None
     design: Design
     cluster_obs: int | None
     cluster_log_e: float | None
@@ -579,6 +583,9 @@ def pair_figures(
         decided=None if paths is None else paths.decided,
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
+        # The clusters holding each pair's paired items (sampled clusters' design effect).
+        n_clusters=(None if g is None or g.kind != "cluster" or g.n_groups == 0
+                    else g.count),
         design=sums.design, cluster_obs=None if cl is None else cl.n_obs,
         cluster_log_e=cl_log_e, cluster_decided=None if cl is None else cl.decided,
         cluster_decided_n=None if cl is None else cl.decided_n,
