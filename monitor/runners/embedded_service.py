@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from monitor.contracts import DeadLetter, Result, Results, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
@@ -524,6 +524,11 @@ class EmbeddedService:
     def count_refused(self, cap: str) -> None:
         """Count a request refused by the transport (a timeout, no upload slot)."""
         self._refused.labels(cap).inc()
+
+    def count_connections(self, count: Callable[[], int]) -> None:
+        """Export ``count()``, the open HTTP connections, as ``llm_monitor_http_connections``."""
+        Gauge("llm_monitor_http_connections", "HTTP connections open now (counted against "
+              "max_connections)", registry=self.registry).set_function(count)
 
     def locked(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``read(*args, **kwargs)`` with the state lock held: a read from another thread sees

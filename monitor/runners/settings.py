@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -43,8 +43,9 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9,
           "ki": 2**10, "mi": 2**20, "gi": 2**30}
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer.
+def parse_size(text: str | int, *, name: str = "max_body_bytes") -> int:
+    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer (``name``: the setting, for
+    the error message).
 
     Example
     -------
@@ -56,11 +57,11 @@ def parse_size(text: str | int) -> int:
     else:
         m = _SIZE.match(str(text))
         if m is None:
-            raise ValueError(f"`max_body_bytes` must look like 10MB, 512k or 1048576, got {text!r}")
+            raise ValueError(f"`{name}` must look like 10MB, 512k or 1048576, got {text!r}")
         unit = (m.group(2) or "").lower().removesuffix("b")
         value = math.floor(float(m.group(1)) * _UNITS[unit])
     if value <= 0:
-        raise ValueError(f"`max_body_bytes` must be positive, got {text!r}")
+        raise ValueError(f"`{name}` must be positive, got {text!r}")
     return value
 
 
@@ -204,11 +205,15 @@ class Settings(BaseSettings):
     # Connections: closed after idle_timeout seconds without a request (before the first one
     # too, or in the middle of its headers) or without a byte of a body being received; a body
     # must arrive within body_timeout; at most max_connections at once (fewer under a low
-    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held.
+    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held (being
+    # received or waiting to be applied). While every body slot is taken, the body arriving
+    # slowest below min_body_rate (bytes/s on average, after its first half second) is cut off
+    # with 408 and its slot goes to the request waiting for one (docs/operations.md "Caps").
     idle_timeout: float = Field(default=10.0, gt=0.0)
     body_timeout: float = Field(default=60.0, gt=0.0)
     max_connections: int = Field(default=1000, ge=1)
     max_concurrent_bodies: int = Field(default=8, ge=1)
+    min_body_rate: int = 65_536
     # Without a token, requests must name this server in their Host header: the bound address,
     # a loopback name, or one of these (comma-separated in the environment).
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
@@ -236,10 +241,10 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
 
-    @field_validator("max_body_bytes", mode="before")
+    @field_validator("max_body_bytes", "min_body_rate", mode="before")
     @classmethod
-    def _size(cls, value: Any) -> int:
-        return parse_size(value)
+    def _size(cls, value: Any, info: ValidationInfo) -> int:
+        return parse_size(value, name=str(info.field_name))
 
     @field_validator("token", mode="after")
     @classmethod
