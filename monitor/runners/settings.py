@@ -202,6 +202,18 @@ class Settings(BaseSettings):
     max_clusters_per_benchmark: int = Field(default=1000, ge=1)
     max_perturbation_kinds: int = Field(default=64, ge=1)
     max_batch_events: int = Field(default=200_000, ge=1)
+    # A budget for the whole process, over all benchmarks together (each cap above is per
+    # benchmark, and a thousand benchmarks of a thousand models would need 100 GB): at most
+    # max_total_models models, max_total_items items, max_total_cells stored scores and
+    # max_state_bytes bytes of state (the arrays at their capacity and the names, as
+    # monitor.core.board counts them). A request that would pass one is refused whole (429
+    # naming it); what is held is kept, even over a budget lowered since. The defaults fit a
+    # machine of 8 GB: the process stays under max_state_bytes + 1 GB (docs/operations.md
+    # "Caps", measured).
+    max_total_models: int = Field(default=50_000, ge=2)
+    max_total_items: int = Field(default=5_000_000, ge=1)
+    max_total_cells: int = Field(default=100_000_000, ge=1)
+    max_state_bytes: int = 2_000_000_000
     # Connections: closed after idle_timeout seconds without a request (before the first one
     # too, or in the middle of its headers) or without a byte of a body being received; a body
     # must arrive within body_timeout; at most max_connections at once (fewer under a low
@@ -241,7 +253,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
 
-    @field_validator("max_body_bytes", "min_body_rate", mode="before")
+    @field_validator("max_body_bytes", "min_body_rate", "max_state_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any, info: ValidationInfo) -> int:
         return parse_size(value, name=str(info.field_name))
