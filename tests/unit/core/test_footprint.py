@@ -4,6 +4,8 @@ batch really leaves, and the cheap bound must never be below it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ def _real_nbytes(st: BenchmarkState) -> int:
     return int(sum(a.nbytes for a in arrays)) + blocks
 
 
-def ev(bench: str, item: str, model: str, score: float, **kw: object) -> ItemResult:
+def ev(bench: str, item: str, model: str, score: float, **kw: Any) -> ItemResult:
     return ItemResult(benchmark=bench, item_id=item, model=model, score=score, **kw)
 
 
