@@ -208,8 +208,8 @@ class Settings(BaseSettings):
     # max_state_bytes bytes of state (the arrays at their capacity and the names, as
     # monitor.core.board counts them). A request that would pass one is refused whole (429
     # naming it); what is held is kept, even over a budget lowered since. The defaults fit a
-    # machine of 8 GB: the process stays under max_state_bytes + 1 GB (docs/operations.md
-    # "Caps", measured).
+    # machine of 8 GB: the process stays under max_state_bytes + 0.5 GB (docs/operations.md
+    # "Caps", measured: 2.1 GB at most under the report's pattern).
     max_total_models: int = Field(default=50_000, ge=2)
     max_total_items: int = Field(default=5_000_000, ge=1)
     max_total_cells: int = Field(default=100_000_000, ge=1)
