@@ -44,7 +44,6 @@ from monitor.runners.http_guards import (
     SlowBody,
     browser_guard,
     connection_cap,
-    read_limited,
 )
 from monitor.runners.settings import Settings
 from monitor.runners.web import add_board
@@ -165,7 +164,7 @@ def build_app(service: EmbeddedService) -> web.Application:
                           "send gzip, deflate or none")
             resp.force_close()
             return resp
-        body = await slots.acquire(request.content, settings.body_timeout)
+        body = await slots.acquire(settings.body_timeout)
         if body is None:
             service.count_refused("max_concurrent_bodies")
             resp = _error(503, "busy", f"{settings.max_concurrent_bodies} request bodies are "
@@ -179,9 +178,8 @@ def build_app(service: EmbeddedService) -> web.Application:
 
     async def receive(request: web.Request, slot: Body) -> web.StreamResponse:
         try:
-            body = await read_limited(request.content, request.content_length, limit,
-                                      idle=settings.idle_timeout, total=settings.body_timeout,
-                                      body=slot)
+            body = await slots.read(slot, request.content, request.content_length, limit,
+                                    idle=settings.idle_timeout, total=settings.body_timeout)
         except (HttpProcessingError, RequestPayloadError) as exc:  # e.g. not gzip as it says
             why = " ".join(str(exc).split())[:200]
             await off_loop(service.reject_body, "invalid-json", f"the body cannot be decoded: {why}")

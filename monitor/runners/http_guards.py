@@ -122,14 +122,17 @@ class SlowBody(Exception):
 
 
 class Body:
-    """One request body holding a slot: bytes received so far, whether it is still arriving."""
+    """One request body holding a slot: bytes received so far, whether it is still arriving,
+    the task reading it, and the rate at which it was cut off (None while it is not)."""
 
-    __slots__ = ("content", "received", "receiving", "started")
+    __slots__ = ("cut_at", "reader", "received", "receiving", "started")
 
-    def __init__(self, content: StreamReader, started: float) -> None:
-        self.content, self.started = content, started
+    def __init__(self, started: float) -> None:
+        self.started = started
         self.received = 0
         self.receiving = True
+        self.reader: asyncio.Future[bytes | None] | None = None
+        self.cut_at: float | None = None
 
     def rate(self, now: float) -> float:
         """Average bytes per second since the body got its slot."""
@@ -142,10 +145,10 @@ class BodySlots:
 
     A slow client cannot keep a slot a fast one needs: when every slot is taken, the body
     still arriving at the lowest average rate below ``min_rate`` bytes/s (judged after
-    :data:`BODY_RATE_GRACE` seconds in its slot) is cut off — its reading raises
-    :class:`SlowBody`, answered 408 — and its slot goes to the waiting request. Bodies that
-    keep up with ``min_rate``, and bodies fully received, are never cut: a request then waits
-    for a slot, as long as ``timeout``.
+    :data:`BODY_RATE_GRACE` seconds in its slot) is cut off — its reading task is cancelled
+    and :meth:`read` raises :class:`SlowBody`, answered 408 — and its slot goes to the
+    waiting request. Bodies that keep up with ``min_rate``, and bodies fully received, are
+    never cut: a request then waits for a slot, as long as ``timeout``.
     """
 
     def __init__(self, size: int, min_rate: float) -> None:
@@ -153,8 +156,8 @@ class BodySlots:
         self._held: set[Body] = set()
         self._freed = asyncio.Event()
 
-    async def acquire(self, content: StreamReader, timeout: float) -> Body | None:
-        """A slot for the body read from ``content``, or None after ``timeout`` seconds."""
+    async def acquire(self, timeout: float) -> Body | None:
+        """A slot for a request body, or None after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while len(self._held) >= self.size and not self._evict(loop.time()):
@@ -164,9 +167,28 @@ class BodySlots:
             # woken by a freed slot, or soon enough to find a body that became slow
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._freed.wait(), min(left, _SLOT_POLL))
-        body = Body(content, loop.time())
+        body = Body(loop.time())
         self._held.add(body)
         return body
+
+    @staticmethod
+    async def read(body: Body, content: StreamReader, content_length: int | None, limit: int,
+                   *, idle: float, total: float) -> bytes | None:
+        """:func:`read_limited` for the body holding ``body``'s slot, in a task of its own so
+        that the slot can be taken back: raises :class:`SlowBody` when it was. (Cancelling
+        the task leaves the stream as it was, so aiohttp can still drain the rest of the
+        body after the answer, as after any other refusal.)"""
+        if body.cut_at is not None:
+            raise SlowBody(body.cut_at)
+        body.reader = asyncio.ensure_future(read_limited(
+            content, content_length, limit, idle=idle, total=total, body=body))
+        try:
+            return await body.reader
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if body.cut_at is None or (task is not None and task.cancelling()):
+                raise
+            raise SlowBody(body.cut_at) from None
 
     def release(self, body: Body) -> None:
         if body in self._held:
@@ -183,7 +205,9 @@ class BodySlots:
             return False
         rate, body = min(slow, key=lambda rb: rb[0])
         self._held.remove(body)
-        body.content.set_exception(SlowBody(rate))
+        body.cut_at = rate
+        if body.reader is not None:
+            body.reader.cancel()
         return True
 
 
@@ -192,8 +216,7 @@ async def read_limited(content: StreamReader, content_length: int | None, limit:
     """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read).
 
     Raises TimeoutError when no byte came for ``idle`` seconds or the whole body took longer
-    than ``total``, and :class:`SlowBody` when its slot was given to another request. Counts
-    the bytes in ``body``, which is marked received at the end.
+    than ``total``. Counts the bytes in ``body``, which is marked received at the end.
     """
     if content_length is not None and content_length > limit:
         return None

@@ -297,6 +297,7 @@ def test_slow_bodies_do_not_delay_a_valid_post(tmp_path: Path) -> None:
         text = srv.metrics()
         assert metric_value(text, "llm_monitor_requests_refused_total", cap="min_body_rate") >= 2
         assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == 2
+        assert b"Traceback" not in srv.log.read_bytes(), srv.log.read_text()[-2000:]
     finally:
         for s in slow:
             s.close()
