@@ -83,7 +83,8 @@ def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]
 
 
 #: Content types a write accepts; a request without one is taken as JSON too (scripts, curl
-#: -H). A browser may send any other cross-site without asking first (text/plain, a form).
+#: -H) unless a browser sent it (the browser guard refuses it: a no-cors fetch of a Blob has
+#: none). A browser may send any other cross-site without asking first (text/plain, a form).
 WRITE_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
                          "application/ndjson", "application/jsonlines"})
 

@@ -1,6 +1,8 @@
 """Connection hygiene of a real ``llm-monitor run``: idle and half-sent connections are
-closed, a low ``ulimit -n`` is not exhausted by idle sockets, a stalled body is cut off, and
-a large batch is processed off the event loop while another client polls /healthz."""
+closed, a low ``ulimit -n`` is not exhausted by idle sockets, the count of open connections
+stays exact whatever clients do, a stalled body is cut off, slow bodies give their slot up to
+a valid POST, and a large batch is processed off the event loop while another client polls
+/healthz."""
 
 from __future__ import annotations
 
