@@ -41,7 +41,7 @@ snapshots (``core.snapshot``) live in their own modules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -57,7 +57,7 @@ from monitor.contracts import (
     Results,
     dead_letter,
 )
-from monitor.core.board import BenchmarkState
+from monitor.core.board import BenchmarkState, Footprint, Growth
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
@@ -467,6 +467,93 @@ class Monitor:
         st.table_stale = True
         self._dirty.setdefault(benchmark, None)
         return True
+
+    # -- what the state holds ------------------------------------------------------------
+    def footprint(self, growth: Mapping[str, Growth] | None = None) -> Footprint:
+        """Models, items, stored scores (accepted results) and bytes of every benchmark, after
+        ``growth`` (per benchmark, :meth:`growth`) when given: what a batch would make of the
+        state, before it is applied."""
+        growth = growth or {}
+        total = Footprint(cells=self._counters.accepted + sum(g.cells for g in growth.values()))
+        for name, st in self._benches.items():
+            total += st.footprint(growth.get(name))
+        for name, g in growth.items():
+            if name not in self._benches:  # a benchmark the batch would start
+                total += self._new_state(name, g.k).footprint(g)
+        return total
+
+    def growth(self, events: Sequence[Result], *, exact: bool = True) -> dict[str, Growth]:
+        """What applying ``events`` would add to each of their benchmarks (nothing is changed).
+
+        Items and models are counted exactly either way (a set of each batch's names).
+        ``exact=False`` bounds the rest from above at no cost per event — every event a new
+        stored score, every perturbed one a new perturbed result, the first score other than
+        0/1 — and ``exact=True`` counts them as :meth:`apply` would accept them (one pass
+        over the events in Python: for a batch near a limit).
+        """
+        events = Results.of(events)
+        groups: dict[str, Results] = {}
+        if events.benchmark is not None:
+            groups[events.benchmark] = events
+        else:
+            for ev in events:
+                groups.setdefault(ev.benchmark, Results()).append(ev)
+        return {name: self._growth(batch, self._benches.get(name), exact=exact)
+                for name, batch in groups.items()}
+
+    def _growth(self, batch: Results, st: BenchmarkState | None, *, exact: bool) -> Growth:
+        # K of the benchmark: its own, or what its first result would declare
+        declared = next((ev.k for ev in batch if ev.k is not None), None) if not batch.plain \
+            else None
+        samples = st.samples if st is not None else self.config.spec(
+            batch[0].benchmark, k=declared).samples
+        plain = batch.plain
+        originals = batch if plain else Results([ev for ev in batch if ev.variant == "original"])
+        item_row = st.item_row if st is not None else {}
+        model_col = st.model_col if st is not None else {}
+        items = set(originals.items)
+        models = set(originals.models)
+        new_items = len(items) - len(items & item_row.keys())
+        new_models = len(models) - len(models & model_col.keys())
+        binary = st is None or st.binary
+        if not exact:
+            return Growth(items=new_items, models=new_models, cells=len(batch),
+                          perturbed=len(batch) - len(originals), nonbinary=binary, k=declared)
+        # new stored scores: (item, model) → {sample: score}, the first of the batch for each
+        cells: dict[tuple[str, str], dict[int, float]] = {}
+        perturbed: set[tuple[str, str, str]] = set()
+        for ev in batch:
+            if ev.variant != "original":
+                key = (ev.variant, ev.item_id, ev.model)
+                if ev.sample == 0 and (st is None or key not in st.perturbed):
+                    perturbed.add(key)
+                continue
+            if ev.sample >= samples or (samples == 1 and ev.sample != 0):
+                continue  # a conflict: never stored
+            r, c = item_row.get(ev.item_id), model_col.get(ev.model)
+            if r is not None and c is not None and st is not None:
+                held = st.X[r, c] if st.Y is None else st.Y[r, c, ev.sample]
+                if held == held:  # not NaN: a duplicate or a conflict
+                    continue
+            cells.setdefault((ev.item_id, ev.model), {}).setdefault(ev.sample, ev.score)
+        nonbinary = False
+        for (item, model), new in cells.items():
+            if samples == 1:
+                score = new[0]
+            else:  # the cell enters the sums with the mean of its K samples, once complete
+                r, c = item_row.get(item), model_col.get(model)
+                y = (st.Y[r, c].copy() if st is not None and st.Y is not None
+                     and r is not None and c is not None else np.full(samples, np.nan))
+                y[list(new)] = list(new.values())
+                if np.isnan(y).any():
+                    continue
+                score = float(cell_means(y[None, :])[0])
+            if score not in (0.0, 1.0):
+                nonbinary = True
+                break
+        stored = sum(len(new) for new in cells.values())
+        return Growth(items=new_items, models=new_models, cells=stored + len(perturbed),
+                      perturbed=len(perturbed), nonbinary=binary and nonbinary, k=declared)
 
     # -- snapshots -----------------------------------------------------------------------
     def dump_snapshot(self) -> bytes:

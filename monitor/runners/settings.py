@@ -23,7 +23,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -45,8 +53,9 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9,
           "ki": 2**10, "mi": 2**20, "gi": 2**30}
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer.
+def parse_size(text: str | int, *, name: str = "max_body_bytes") -> int:
+    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer (``name``: the setting, for
+    the error message).
 
     Example
     -------
@@ -58,11 +67,11 @@ def parse_size(text: str | int) -> int:
     else:
         m = _SIZE.match(str(text))
         if m is None:
-            raise ValueError(f"`max_body_bytes` must look like 10MB, 512k or 1048576, got {text!r}")
+            raise ValueError(f"`{name}` must look like 10MB, 512k or 1048576, got {text!r}")
         unit = (m.group(2) or "").lower().removesuffix("b")
         value = math.floor(float(m.group(1)) * _UNITS[unit])
     if value <= 0:
-        raise ValueError(f"`max_body_bytes` must be positive, got {text!r}")
+        raise ValueError(f"`{name}` must be positive, got {text!r}")
     return value
 
 
@@ -228,14 +237,30 @@ class Settings(BaseSettings):
     max_clusters_per_benchmark: int = Field(default=1000, ge=1)
     max_perturbation_kinds: int = Field(default=64, ge=1)
     max_batch_events: int = Field(default=200_000, ge=1)
+    # A budget for the whole process, over all benchmarks together (each cap above is per
+    # benchmark, and a thousand benchmarks of a thousand models would need 100 GB): at most
+    # max_total_models models, max_total_items items, max_total_cells stored scores and
+    # max_state_bytes bytes of state (the arrays at their capacity and the names, as
+    # monitor.core.board counts them). A request that would pass one is refused whole (429
+    # naming it); what is held is kept, even over a budget lowered since. The defaults fit a
+    # machine of 8 GB: the process stays under max_state_bytes + 0.5 GB (docs/operations.md
+    # "Caps", measured: 2.1 GB at most under the report's pattern).
+    max_total_models: int = Field(default=50_000, ge=2)
+    max_total_items: int = Field(default=5_000_000, ge=1)
+    max_total_cells: int = Field(default=100_000_000, ge=1)
+    max_state_bytes: int = 2_000_000_000
     # Connections: closed after idle_timeout seconds without a request (before the first one
     # too, or in the middle of its headers) or without a byte of a body being received; a body
     # must arrive within body_timeout; at most max_connections at once (fewer under a low
-    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held.
+    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held (being
+    # received or waiting to be applied). While every body slot is taken, the body arriving
+    # slowest below min_body_rate (bytes/s on average, after its first half second) is cut off
+    # with 408 and its slot goes to the request waiting for one (docs/operations.md "Caps").
     idle_timeout: float = Field(default=10.0, gt=0.0)
     body_timeout: float = Field(default=60.0, gt=0.0)
     max_connections: int = Field(default=1000, ge=1)
     max_concurrent_bodies: int = Field(default=8, ge=1)
+    min_body_rate: int = 65_536
     # Without a token, requests must name this server in their Host header: the bound address,
     # a loopback name, or one of these (comma-separated in the environment).
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
@@ -263,10 +288,10 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
 
-    @field_validator("max_body_bytes", mode="before")
+    @field_validator("max_body_bytes", "min_body_rate", "max_state_bytes", mode="before")
     @classmethod
-    def _size(cls, value: Any) -> int:
-        return parse_size(value)
+    def _size(cls, value: Any, info: ValidationInfo) -> int:
+        return parse_size(value, name=str(info.field_name))
 
     @field_validator("token", mode="after")
     @classmethod
