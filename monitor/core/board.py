@@ -511,7 +511,7 @@ class BenchmarkState:
             decided_n=at(cp.decided_n).astype(np.float64),
             decided_obs=at(cp.decided_obs).astype(np.float64),
             decided_log_e=at(cp.decided_log_e).astype(np.float64),
-            seen=len(self.clusters) - 1)
+            seen=len(self.clusters) - 1, equivalent=at(cp.equivalent).astype(np.int8))
 
     def within_sums(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray]:
         """Σ (w_a + w_b) over the complete, non-excluded items of the pairs (a[i], b[i]), w the

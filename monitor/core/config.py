@@ -12,6 +12,9 @@ from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
 
+#: The default equivalence margin Δ: one point of accuracy (docs/anytime.md, "Equivalence").
+MARGIN = 0.01
+
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
@@ -35,11 +38,16 @@ class BenchmarkSpec:
         (:mod:`monitor.stats.cluster_sequential`). Declared by the settings only.
     cluster_items
         Under ``"clusters"``: r, the items of a cluster that form its one observation.
+    margin
+        Δ, the equivalence margin: a pair whose confidence sequence at its share lies inside
+        (−Δ, Δ) is declared ``equivalent`` (:mod:`monitor.stats.sequential`); None: no
+        equivalence decisions. On the score scale (0.01 = one point).
     """
 
     samples: int = 1
     design: Design = "items"
     cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
 
     def __post_init__(self) -> None:
         if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
@@ -49,6 +57,8 @@ class BenchmarkSpec:
         if not (isinstance(self.cluster_items, int) and 1 <= self.cluster_items <= 10_000):
             raise ValueError("`cluster_items` must be an integer in [1, 10000], got "
                              f"{self.cluster_items!r}")
+        if self.margin is not None and not (0.0 < self.margin < 0.5):
+            raise ValueError(f"`margin` must lie in (0, 0.5) or be None, got {self.margin!r}")
 
 
 @dataclass(frozen=True)
@@ -86,8 +96,9 @@ class CoreConfig:
     samples
         K of a new benchmark that declares none (:class:`BenchmarkSpec`): neither in
         ``benchmarks`` nor by its first result's ``k``.
-    design, cluster_items
-        The design (and items per cluster observation) of a benchmark not in ``benchmarks``.
+    design, cluster_items, margin
+        The design, items per cluster observation and equivalence margin of a benchmark not
+        in ``benchmarks``.
     benchmarks
         Specs declared for named benchmarks (the settings' ``benchmarks`` table); a result
         whose ``k`` differs from its benchmark's K is a conflict.
@@ -104,6 +115,7 @@ class CoreConfig:
     samples: int = 1
     design: Design = "items"
     cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
     benchmarks: Mapping[str, BenchmarkSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,7 +141,8 @@ class CoreConfig:
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"
             )
         object.__setattr__(self, "exclude_flags", tuple(self.exclude_flags))
-        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items)  # validates them
+        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items,
+                      margin=self.margin)  # validates them
         for name, spec in self.benchmarks.items():
             if not isinstance(spec, BenchmarkSpec):
                 raise ValueError(f"`benchmarks[{name!r}]` must be a BenchmarkSpec, got {spec!r}")
@@ -142,7 +155,7 @@ class CoreConfig:
         if declared is not None:
             return declared
         return BenchmarkSpec(samples=self.samples if k is None else k, design=self.design,
-                             cluster_items=self.cluster_items)
+                             cluster_items=self.cluster_items, margin=self.margin)
 
     def declared(self, benchmark: str) -> bool:
         """True when the settings declare ``benchmark``'s spec."""

@@ -64,7 +64,9 @@ from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
+from monitor.stats.cluster_sequential import ClusterPaths
 from monitor.stats.samples import cell_means
+from monitor.stats.sequential import PairPaths
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 #: The outcomes of an event, in the order of their codes (:attr:`ApplyResult.codes`).
@@ -435,34 +437,32 @@ class Monitor:
             return False
         a, b = st.model_col[model_a], st.model_col[model_b]
         winner = verdict.removeprefix("resolved:")
-        if not verdict.startswith("resolved:") or winner not in (model_a, model_b):
-            raise ValueError(f"`verdict` must be resolved:{model_a} or resolved:{model_b}, "
-                             f"got {verdict!r}")
+        if verdict != "equivalent" and (not verdict.startswith("resolved:")
+                                        or winner not in (model_a, model_b)):
+            raise ValueError(f"`verdict` must be resolved:{model_a}, resolved:{model_b} or "
+                             f"equivalent, got {verdict!r}")
         lo, hi = min(a, b), max(a, b)
-        code = 1 if st.models[lo] == winner else -1
+        code = 0 if verdict == "equivalent" else 1 if st.models[lo] == winner else -1
+        equal = int(verdict == "equivalent")
         flat = lo * st.cap + hi
-        if st.cpaths is not None:  # sampled clusters: the verdict is the clustered decision
+        # Sampled clusters: the verdict is the clustered decision; else the item-level one.
+        target: ClusterPaths | PairPaths
+        if st.cpaths is not None:
             p = hi * (hi - 1) // 2 + lo
             st.cpaths = st.cpaths.grown(p + 1, len(st.clusters))
-            if st.cpaths.decided[p] == code:
-                if ts is not None and st.decided_time(lo, hi) != ts:
-                    st.stamp(np.asarray([flat]), ts)
-                return False
-            st.cpaths.decided[p] = code
-            st.cpaths.decided_n[p] = n
-            st.cpaths.decided_obs[p] = st.cpaths.n_obs[p]
-            st.cpaths.decided_log_e[p] = log_e
-            st.stamp(np.asarray([flat]), ts or self._now())
-            st.table_stale = True
-            self._dirty.setdefault(benchmark, None)
-            return True
-        if st.paths.decided[flat] == code:
+            target, at = st.cpaths, p
+        else:
+            target, at = st.paths, flat
+        if target.decided[at] == code and target.equivalent[at] == equal:
             if ts is not None and st.decided_time(lo, hi) != ts:
                 st.stamp(np.asarray([flat]), ts)  # the logged time of a decision taken again
             return False
-        st.paths.decided[flat] = code
-        st.paths.decided_n[flat] = n
-        st.paths.decided_log_e[flat] = log_e
+        target.decided[at] = code
+        target.equivalent[at] = equal
+        target.decided_n[at] = n
+        target.decided_log_e[at] = log_e
+        if st.cpaths is not None:
+            st.cpaths.decided_obs[at] = st.cpaths.n_obs[at]
         st.stamp(np.asarray([flat]), ts or self._now())
         st.table_stale = True
         self._dirty.setdefault(benchmark, None)
@@ -594,13 +594,15 @@ class Monitor:
                     "is fixed by its first result; declare the stored K or use a new benchmark "
                     "name")
             spec = declared or mon.config.spec(b["name"], k=st.samples)
-            if (st.spec.design, st.spec.cluster_items) != (spec.design, spec.cluster_items):
+            kept = (st.spec.design, st.spec.cluster_items, st.spec.margin)
+            if kept != (spec.design, spec.cluster_items, spec.margin):
                 raise ValueError(
                     f"benchmark {b['name']!r} was kept under design {st.spec.design!r} "
-                    f"(cluster_items {st.spec.cluster_items}), but the settings now say "
-                    f"{spec.design!r} (cluster_items {spec.cluster_items}): a benchmark's "
-                    "design is fixed when its first result arrives; declare the stored one or "
-                    "use a new benchmark name")
+                    f"(cluster_items {st.spec.cluster_items}, margin {st.spec.margin}), but "
+                    f"the settings now say {spec.design!r} (cluster_items "
+                    f"{spec.cluster_items}, margin {spec.margin}): a benchmark's design is "
+                    "fixed when its first result arrives; declare the stored one or use a new "
+                    "benchmark name")
             mon._benches[b["name"]] = st
             if b["dirty"]:
                 mon._dirty[b["name"]] = None

@@ -117,8 +117,8 @@ class PairTable:
     """The verdicts and ranking of one benchmark at an evaluation, with every pair's figures
     on demand.
 
-    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise (the
-    decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
+    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 2 when the two are
+    declared equivalent, 0 otherwise (the decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
     read (:meth:`records`, cached) from ``source``, which is the live state: a table handed out
     is current until the next batch is applied (the monitor hands out a new one then). The grid
     properties (``n``, ``delta``, ``q`` …) are (k × k) views over every pair, for small boards.
@@ -280,7 +280,10 @@ class PairTable:
 
 
 def verdict_text(code: int, model_a: str, model_b: str) -> str:
-    """The verdict string of a code (+1: A resolved better, −1: B, 0: unresolved)."""
+    """The verdict string of a code (+1: A resolved better, −1: B, 2: equivalent, 0:
+    unresolved)."""
     if code == 0:
         return "unresolved"
+    if code == 2:
+        return "equivalent"
     return f"resolved:{model_a if code > 0 else model_b}"

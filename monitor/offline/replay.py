@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from monitor.core.config import MARGIN
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
 from monitor.stats.board import pair_sums
@@ -84,6 +85,7 @@ def _decide(
     planned_models: int,
     rule: str,
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> tuple[PairPaths, np.ndarray, np.ndarray, ClusterPaths | None]:
     """The sequential pass of :func:`anytime_replay`: the pairs' paths (first-born model first),
     their shares of α, whether A = a[k] is the first-born model of each pair, and — when the
@@ -138,11 +140,11 @@ def _decide(
         va, vb = xa[rr, pp], xb[rr, pp]
         nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
         advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
-                log_threshold=log_thr)
+                log_threshold=log_thr, margin=margin)
         if cpaths is not None:
             rows = seq[rr, pp]  # each item's row of the (replay-ordered) table
             advance_clusters(cpaths, cols[pp], codes[rows], va - vb, rr.astype(np.float64) + 1.0,
-                             r=cluster_items, log_threshold=log_thr)
+                             r=cluster_items, log_threshold=log_thr, margin=margin)
     return paths, shares, a_first, cpaths
 
 
@@ -157,6 +159,7 @@ def anytime_replay(
     planned_models: int = 32,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> AnytimeReplay:
     """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
 
@@ -173,7 +176,7 @@ def anytime_replay(
     """
     paths, shares, a_first, cpaths = _decide(
         table, pairs, alpha=alpha, order=order, seed=seed, planned_models=planned_models,
-        rule=rule, cluster_items=cluster_items)
+        rule=rule, cluster_items=cluster_items, margin=margin)
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     # The final figures of A − B: the sums on the shared items (the board's, with the table's
@@ -189,7 +192,7 @@ def anytime_replay(
             r=cluster_items, n_obs=cpaths.n_obs, s=cpaths.s * sign, v=cpaths.v,
             decided=(cpaths.decided * sign).astype(np.int8), decided_n=cpaths.decided_n,
             decided_obs=cpaths.decided_obs, decided_log_e=cpaths.decided_log_e,
-            seen=int(cluster_codes(table).max(initial=0)))
+            seen=int(cluster_codes(table).max(initial=0)), equivalent=cpaths.equivalent)
     figures = pair_figures(replace(sums, paths=oriented, design=design, clusters=clusters),
                            alpha=alpha, power=power, e_alpha=shares)
     code = figures.verdict_code()
@@ -210,13 +213,14 @@ def with_anytime(
     planned_models: int = 32,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> ResolutionReport:
     """``report`` with the anytime replay of its family's pairs (same α and power), and the
     anytime rank sets and tiers of every model from the decisions of all pairs."""
     res = report.figures
     replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
                             order=order, seed=seed, planned_models=planned_models, rule=rule,
-                            cluster_items=cluster_items)
+                            cluster_items=cluster_items, margin=margin)
     k = len(table.models)
     if report.family == "all":
         a_all, b_all, decided = res.a, res.b, replay.figures.verdict_code()
@@ -228,13 +232,15 @@ def with_anytime(
         a_all, b_all = a_all[shared], b_all[shared]
         paths, _, a_first, cpaths = _decide(
             table, (a_all, b_all), alpha=report.alpha, order=order, seed=seed,
-            planned_models=planned_models, rule=rule, cluster_items=cluster_items)
+            planned_models=planned_models, rule=rule, cluster_items=cluster_items,
+            margin=margin)
         chosen = paths.decided if cpaths is None else cpaths.decided
         decided = chosen * np.where(a_first, 1, -1)
     above = np.zeros((k, k), dtype=bool)
     if decided is not None:
-        above[a_all[decided > 0], b_all[decided > 0]] = True
-        above[b_all[decided < 0], a_all[decided < 0]] = True
+        # resolutions separate models (+1: A above, −1: B above; 2, equivalent, does not)
+        above[a_all[decided == 1], b_all[decided == 1]] = True
+        above[b_all[decided == -1], a_all[decided == -1]] = True
     index = {name: j for j, name in enumerate(table.models)}
     order_cols = np.array([index[e.model] for e in report.ranking], dtype=np.int64)
     ranked = above[np.ix_(order_cols, order_cols)]

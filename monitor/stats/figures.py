@@ -112,10 +112,12 @@ class ClusterDecisions:
     decided_obs: FloatArray
     decided_log_e: FloatArray
     seen: int
+    equivalent: NDArray[np.int8] | None = None
 
     def take(self, idx: Any) -> ClusterDecisions:
-        return replace(self, **{name: getattr(self, name)[idx] for name in (
+        out = replace(self, **{name: getattr(self, name)[idx] for name in (
             "n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e")})
+        return out if self.equivalent is None else replace(out, equivalent=self.equivalent[idx])
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,11 +254,13 @@ class PairFigures:
     decided: NDArray[np.int8] | None
     decided_n: FloatArray | None
     decided_log_e: FloatArray | None
+    equivalent: NDArray[np.int8] | None
     n_clusters: FloatArray | None
     design: Design
     cluster_obs: FloatArray | None
     cluster_log_e: FloatArray | None
     cluster_decided: NDArray[np.int8] | None
+    cluster_equivalent: NDArray[np.int8] | None
     cluster_decided_n: FloatArray | None
     cluster_decided_obs: FloatArray | None
     cluster_decided_log_e: FloatArray | None
@@ -290,14 +294,18 @@ class PairFigures:
         return self.log_e >= -np.log(self.e_alpha)
 
     def verdict_code(self) -> NDArray[np.int8]:
-        """The pair's verdict under the declared design: +1 (A resolved better), −1 (B), 0.
-        Sampled clusters: the clustered decision; otherwise the item-level one."""
+        """The pair's verdict under the declared design: +1 (A resolved better), −1 (B),
+        2 (equivalent within the margin), 0 (open). Sampled clusters: the clustered decision;
+        otherwise the item-level one."""
         if self.design == "clusters":
-            return (np.zeros(self.n.shape, np.int8) if self.cluster_decided is None
-                    else self.cluster_decided)
-        if self.decided is not None:
-            return self.decided
-        return np.zeros(self.n.shape, np.int8)
+            decided, equivalent = self.cluster_decided, self.cluster_equivalent
+        else:
+            decided, equivalent = self.decided, self.equivalent
+        code = (np.zeros(self.n.shape, np.int8) if decided is None
+                else np.asarray(decided, dtype=np.int8).copy())
+        if equivalent is not None:
+            code[np.asarray(equivalent) != 0] = 2
+        return code
 
     def decidable(self) -> BoolArray:
         """False where the design allows no decision: sampled clusters, with fewer clusters
@@ -328,6 +336,7 @@ class PairFigures:
             n_star_anytime=at(self.n_star_anytime), q_anytime=at(self.q_anytime),
             e_alpha=float(self.e_alpha[k]),
             decided=None if self.decided is None else int(self.decided[k]),
+            equivalent=None if self.equivalent is None else bool(self.equivalent[k]),
             decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
             decided_log_e=at(self.decided_log_e),
             n_clusters=None if self.n_clusters is None else round(float(self.n_clusters[k])),
@@ -384,6 +393,7 @@ class PairRecord:
     q_anytime: float | None
     e_alpha: float
     decided: int | None
+    equivalent: bool | None
     decided_n: int | None
     decided_log_e: float | None
     n_clusters: int | None
@@ -581,6 +591,7 @@ def pair_figures(
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
         cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
         decided=None if paths is None else paths.decided,
+        equivalent=None if paths is None else paths.equivalent,
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
         # The clusters holding each pair's paired items (sampled clusters' design effect).
@@ -588,6 +599,7 @@ def pair_figures(
                     else g.count),
         design=sums.design, cluster_obs=None if cl is None else cl.n_obs,
         cluster_log_e=cl_log_e, cluster_decided=None if cl is None else cl.decided,
+        cluster_equivalent=None if cl is None else cl.equivalent,
         cluster_decided_n=None if cl is None else cl.decided_n,
         cluster_decided_obs=None if cl is None else cl.decided_obs,
         cluster_decided_log_e=None if cl is None else cl.decided_log_e,
