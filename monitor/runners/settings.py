@@ -112,14 +112,19 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--config {path}: cannot read ({exc.strerror})") from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            # A runtime dependency, but an install may lack it: the file is not at fault.
+            raise ConfigError(f"--config {path}: reading YAML needs PyYAML: pip install "
+                              "pyyaml, or use a .toml or .json file") from None
     try:
         if suffix == ".toml":
             data: Any = tomllib.loads(text)
         elif suffix == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
             data = yaml.safe_load(text) or {}
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()}: {exc}") from None
