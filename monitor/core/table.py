@@ -69,7 +69,7 @@ class PairView:
             "q_cluster": None if f.group_kind == "strata" else f.q_grouped,
             "q_strata": f.q_grouped if f.group_kind == "strata" else None,
             "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
-            "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
+            "de": f.design_effect, "n_clusters": f.n_clusters, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
             "e_threshold": 1.0 / f.e_alpha,
             # The verdict's decision: taken at a stopping time (the item n), final.
             "decided": None if not f.verdict_code else {
