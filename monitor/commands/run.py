@@ -257,13 +257,24 @@ EvalIntervalOpt = Annotated[float | None, typer.Option(
     help="seconds between verdict evaluations while results stream in, 0 after every batch")]
 
 
+DesignOpt = Annotated[str | None, typer.Option(
+    "--design", help="how the items of a new benchmark not declared in the settings' "
+    "benchmarks table were drawn, which decides its verdicts: items, strata (the results' "
+    "cluster labels are fixed strata) or clusters (sampled clusters); docs/clusters-vs-strata.md")]
+MarginOpt = Annotated[str | None, typer.Option(
+    "--margin", help="Δ, the equivalence margin of a new benchmark (0.01 = one point): a pair "
+    "whose confidence sequence lies inside (−Δ, Δ) is declared equivalent; none: never")]
+
+
 def core_options(*, alpha: float | None, power: float | None, family: str | None,
                  correction: str | None, per_pair_series: str | None,
                  exclude_flag: list[str] | None, include_leak_suspect: bool | None,
                  eval_interval: float | None, planned_models: int | None = None,
-                 samples: int | None = None) -> dict[str, Any]:
+                 samples: int | None = None, design: str | None = None,
+                 margin: str | None = None) -> dict[str, Any]:
     """The core options as Settings keywords (None: not given on the command line)."""
     return {"alpha": alpha, "power": power, "planned_models": planned_models, "samples": samples,
+            "design": design, "margin": margin,
             "family": family, "correction": correction,
             "per_pair_series": per_pair_series,
             "exclude_flags": tuple(exclude_flag) if exclude_flag else None,
@@ -299,6 +310,8 @@ def register(app: typer.Typer) -> None:
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
         samples: SamplesOpt = None,
+        design: DesignOpt = None,
+        margin: MarginOpt = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
         sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash)")] = None,
         view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view")] = None,
@@ -320,7 +333,8 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval, samples=samples),
+                           eval_interval=eval_interval, samples=samples, design=design,
+                           margin=margin),
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,

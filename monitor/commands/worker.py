@@ -14,10 +14,12 @@ from monitor.commands.run import (
     AlphaOpt,
     ConfigOpt,
     CorrectionOpt,
+    DesignOpt,
     EvalIntervalOpt,
     ExcludeFlagOpt,
     FamilyOpt,
     IncludeLeakOpt,
+    MarginOpt,
     PerPairSeriesOpt,
     PlannedOpt,
     PowerOpt,
@@ -93,6 +95,8 @@ def register(app: typer.Typer) -> None:
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
         samples: SamplesOpt = None,
+        design: DesignOpt = None,
+        margin: MarginOpt = None,
         checkpoint_interval: Annotated[float | None, typer.Option(help="seconds between state checkpoints and offset commits")] = None,
         batch_size: Annotated[int | None, typer.Option(help="most records stepped at once")] = None,
         engine: Annotated[str | None, typer.Option(help="kafka (kafka-python) or faust")] = None,
@@ -113,7 +117,8 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval, samples=samples),
+                           eval_interval=eval_interval, samples=samples, design=design,
+                           margin=margin),
         )
         _need_kafka("kafka")
         if settings.engine == "faust":

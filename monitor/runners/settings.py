@@ -40,7 +40,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from monitor.core.config import BenchmarkSpec, CoreConfig
+from monitor.core.config import MARGIN, BenchmarkSpec, CoreConfig
 from monitor.errors import ConfigError
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import Design
@@ -153,6 +153,13 @@ class _FileSource(PydanticBaseSettingsSource):
         return {} if current is None else dict(current[1])
 
 
+def _none(value: Any) -> Any:
+    """``none``, ``off`` or an empty value (the environment, a file) as None."""
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "off", "null"):
+        return None
+    return value
+
+
 class BenchmarkSettings(BaseModel):
     """What the settings declare for one benchmark (``[benchmarks.<name>]`` in a settings
     file; ``LLM_MONITOR_BENCHMARKS='{"name": {...}}'`` in the environment)."""
@@ -166,10 +173,18 @@ class BenchmarkSettings(BaseModel):
     # verdict. cluster_items: r, the items of a cluster forming its one observation.
     design: Design = "items"
     cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    # Δ, the equivalence margin on the score scale (0.01 = one point); "none": no
+    # equivalence decisions.
+    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _no_margin(cls, value: Any) -> Any:
+        return _none(value)
 
     def spec(self) -> BenchmarkSpec:
         return BenchmarkSpec(samples=self.samples, design=self.design,
-                             cluster_items=self.cluster_items)
+                             cluster_items=self.cluster_items, margin=self.margin)
 
 
 class Settings(BaseSettings):
@@ -195,6 +210,9 @@ class Settings(BaseSettings):
     # The design (and items per cluster observation) of a benchmark not in `benchmarks`.
     design: Design = "items"
     cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    # Δ, the equivalence margin of a benchmark not in `benchmarks`: a pair whose confidence
+    # sequence lies inside (−Δ, Δ) is declared equivalent (0.01 = one point; "none": never).
+    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
     # Per-benchmark declarations, fixed when the benchmark's first result arrives.
     benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
     family: Literal["adjacent", "all"] = "adjacent"
@@ -313,6 +331,11 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(METHODS)}")
         return value
 
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _no_margin(cls, value: Any) -> Any:
+        return _none(value)
+
     @field_validator("exclude_flags", "allowed_hosts", mode="before")
     @classmethod
     def _flags(cls, value: Any) -> Any:
@@ -371,6 +394,7 @@ class Settings(BaseSettings):
                           pair_series_limit=self.pair_series_limit,
                           exclude_flags=self.effective_exclude_flags, samples=self.samples,
                           design=self.design, cluster_items=self.cluster_items,
+                          margin=self.margin,
                           benchmarks={name: b.spec() for name, b in self.benchmarks.items()})
 
     @property
