@@ -180,6 +180,20 @@ class BenchmarkState:
         # cluster id), the pair's verdict under that design.
         self.cpaths: ClusterPaths | None = (ClusterPaths.empty(28, 8)
                                             if spec.design == "clusters" else None)
+        # The items' places in the benchmark's fixed random order (derived, cached).
+        self._order_keys: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+
+    def order_keys(self) -> NDArray[np.uint64]:
+        """Each item's place in the benchmark's fixed random order (:func:`monitor.core.plan.
+        item_keys`), computed for new items only."""
+        from monitor.core.plan import item_keys
+
+        have = self._order_keys
+        rows = len(self.item_ids)
+        if have.size < rows:
+            self._order_keys = have = np.concatenate(
+                [have, item_keys(self.name, self.item_ids[have.size:rows])])
+        return have
 
     @property
     def samples(self) -> int:

@@ -62,6 +62,7 @@ from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
+from monitor.core.plan import NEXT_ITEMS, Plan, build_plan
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
 from monitor.stats.cluster_sequential import ClusterPaths
@@ -706,6 +707,23 @@ class Monitor:
             total, chosen = k * (k - 1) // 2, t.pair_page(offset, limit)
         return {"benchmark": benchmark, "total": total, "offset": offset, "limit": limit,
                 "pairs": [v.as_dict() for v in t.views(chosen)]}
+
+    def plan(self, benchmark: str, model: str, *, against: Sequence[str] | None = None,
+             top: int | None = None, budget: int | None = None,
+             count: int = NEXT_ITEMS) -> Plan:
+        """``continue`` or ``stop`` for ``model``'s evaluation on ``benchmark``, with the pairs
+        settled and open, the items done, and the next items (:mod:`monitor.core.plan`).
+        Unknown benchmarks and models raise KeyError."""
+        st = self._state(benchmark)
+        table = self._current(st)
+        if table is None or model not in st.model_col:
+            raise KeyError(f"no model {model!r} in benchmark {benchmark!r}")
+        rows, k = len(st.item_ids), st.k
+        present = ~np.isnan(st.X[:rows, :k])
+        present[st.excluded_rows[:rows]] = False
+        return build_plan(benchmark, model, table=table, present=present,
+                          item_ids=st.item_ids, keys=st.order_keys(), margin=st.spec.margin,
+                          against=against, top=top, budget=budget, count=count)
 
     def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
         """Every stored ``original`` score of ``benchmark`` by (item_id, model): with K samples

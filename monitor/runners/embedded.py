@@ -251,6 +251,21 @@ def build_app(service: EmbeddedService) -> web.Application:
                 text=json.dumps({"error": "unknown-model", "detail": exc.args[0]}),
                 content_type="application/json") from None
 
+    def plan(request: web.Request, bench: str) -> Any:
+        # The stop signal of one model: continue (with the next items) or stop, and why.
+        q = request.query
+        against = [a for a in q.get("against", "").split(",") if a] or None
+        top = _int_param(request, "top", 0, lo=0, hi=1_000_000) or None
+        budget = _int_param(request, "budget", 0, lo=0, hi=2**62) or None
+        count = _int_param(request, "count", 100, lo=0, hi=10_000)
+        try:
+            return service.plan(bench, request.match_info["model"], against=against, top=top,
+                                budget=budget, count=count)
+        except KeyError as exc:
+            raise web.HTTPNotFound(
+                text=json.dumps({"error": "unknown-model", "detail": exc.args[0]}),
+                content_type="application/json") from None
+
     async def get_benchmarks(request: web.Request) -> web.StreamResponse:
         return _json({"benchmarks": await read(request, service.benchmarks)})
 
@@ -282,6 +297,7 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_get(f"{bench}/stability", per_benchmark(lambda _, b: service.stability(b)))
     app.router.add_get(f"{bench}/contamination", per_benchmark(contamination))
     app.router.add_get(f"{bench}/pairs", per_benchmark(pairs))
+    app.router.add_get(f"{bench}/models/{{model:.+}}/plan", per_benchmark(plan))
     app.router.add_get("/v1/changes", get_changes)
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)

@@ -688,6 +688,14 @@ class EmbeddedService:
     def stability(self, benchmark: str) -> dict[str, Any]:
         return stability_figures(self._monitor(benchmark), benchmark)
 
+    def plan(self, benchmark: str, model: str, *, against: list[str] | None = None,
+             top: int | None = None, budget: int | None = None,
+             count: int = 100) -> dict[str, Any]:
+        """The stop signal of ``model`` on ``benchmark`` (:meth:`monitor.core.Monitor.plan`);
+        KeyError names an unknown model."""
+        return self._monitor(benchmark).plan(benchmark, model, against=against, top=top,
+                                             budget=budget, count=count).as_dict()
+
     def pairs(self, benchmark: str, *, offset: int, limit: int, model: str | None = None,
               other: str | None = None) -> dict[str, Any]:
         """A page of the benchmark's pairs (:meth:`monitor.core.Monitor.pair_page`)."""
