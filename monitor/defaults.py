@@ -10,3 +10,7 @@ from __future__ import annotations
 RANK_SEED = 20240601
 #: Perturbation kinds of ``llm-monitor stability``.
 STABILITY_KINDS: tuple[str, ...] = ("paraphrase", "shuffle", "format", "noise")
+#: Models a board is planned for (``--planned-models``): the first M₀(M₀ − 1)/2 pairs share
+#: α/2 (monitor.stats.sequential). The guarantee holds for any M₀; only power moves with it
+#: (docs/anytime.md, "How many models to plan for").
+PLANNED_MODELS = 32
