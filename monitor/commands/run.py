@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.errors import InputError
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ AlphaOpt = Annotated[float | None, typer.Option(help="family-wise level α of th
 PowerOpt = Annotated[float | None, typer.Option(help="target power for N* (default: 0.8)")]
 PlannedOpt = Annotated[int | None, typer.Option(
     "--planned-models", help="board size each pair's fixed share of α is planned for: the first "
-    "M(M−1)/2 pairs share α/2, later blocks less (default: 32)")]
+    f"M(M−1)/2 pairs share α/2, later blocks less (default: {PLANNED_MODELS})")]
 FamilyOpt = Annotated[str | None, typer.Option(help="pairs read together: adjacent or all (default: adjacent)")]
 CorrectionOpt = Annotated[str | None, typer.Option(
     help="multiplicity correction of the fixed-N figures: none, bonferroni, holm, bh (default: bonferroni)")]
@@ -344,8 +345,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))
         tmp = Path(tempfile.mkdtemp(prefix="llm-monitor-demo-"))
         try:
+            # A board of known size is planned for it: the table's 32 models.
             settings = Settings.build(db=tmp / "demo.db", host=host, port=port,
-                                      sqlite_synchronous="NORMAL",
+                                      sqlite_synchronous="NORMAL", planned_models=32,
                                       view=False if no_view else None)
             _start(settings, replay=[table], seed=seed, shuffle=True, rate=rate,
                    view=settings.view, benchmark=DEMO_BENCHMARK, model=None, metric=None,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
@@ -49,6 +50,8 @@ class CoreConfig:
     planned_models
         M₀, the board size the shares are planned for: the first M₀(M₀ − 1)/2 pairs share
         α/2, and each later block of pairs, twice as large as the one before, half as much.
+        Any M₀ keeps the guarantee; it moves power (docs/anytime.md, "How many models to plan
+        for").
     family
         The pairs the fixed-N snapshot figures (q, q_cluster, MDE) are corrected for:
         ``"adjacent"`` (m = k − 1 adjacent pairs of the ranking of k models) or ``"all"``
@@ -75,7 +78,7 @@ class CoreConfig:
 
     alpha: float = 0.05
     power: float = 0.8
-    planned_models: int = 32
+    planned_models: int = PLANNED_MODELS
     family: Family = "adjacent"
     correction: str = "bonferroni"
     per_pair_series: Family = "adjacent"

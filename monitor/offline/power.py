@@ -258,7 +258,7 @@ def plan_power(
     >>> plan = plan_power(0.65, 0.60, 0.30, n=1200)
     >>> plan.n_star, plan.shortcut.n, round(plan.q(), 3)
     (1028, 515, 1.168)
-    >>> plan.n_star_anytime_single < plan.n_star_anytime  # γ_p = α/992 on 32 planned models
+    >>> plan.n_star_anytime_single < plan.n_star_anytime  # one pair's share γ_p of α < α
     True
     >>> plan = plan_power(0.65, 0.60, 0.30, n=600, samples=4, within_share=0.8)
     >>> plan.samples.to_dict()["n_star_samples"], plan.samples.cheaper()[0]

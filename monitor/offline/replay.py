@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
 from monitor.stats.board import pair_sums
@@ -120,7 +121,7 @@ def anytime_replay(
     power: float = 0.8,
     order: str = "file",
     seed: int | None = None,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
 ) -> AnytimeReplay:
     """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
@@ -157,7 +158,7 @@ def with_anytime(
     *,
     order: str = "file",
     seed: int | None = None,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
 ) -> ResolutionReport:
     """``report`` with the anytime replay of its family's pairs (same α and power), and the

@@ -36,7 +36,8 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
     table = _table(np.random.default_rng(0))
     a, b = np.triu_indices(5, 1)
     for order, seed in [("file", None), ("shuffle", 3)]:
-        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule)
+        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule,
+                                planned_models=32)
         fields = [replay.pair_fields(k) for k in range(a.size)]
         x = table.scores if seed is None else table.scores[np.random.default_rng(seed).permutation(3000)]
         birth = _birth(x)
