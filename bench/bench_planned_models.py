@@ -60,17 +60,21 @@ def _replays(table: ScoreTable, sizes: tuple[int, ...]) -> dict[int, list[tuple[
     return out
 
 
+def _triu_index(k: int, x: int, y: int) -> int:
+    """Position of the pair of columns {x, y} in ``np.triu_indices(k, 1)``."""
+    lo, hi = min(x, y), max(x, y)
+    return lo * (2 * k - lo - 1) // 2 + hi - lo - 1
+
+
 def _spread(counts: list[int]) -> str:
     return f"{np.mean(counts):.1f} ({min(counts)}–{max(counts)})"
 
 
 def board_rows(name: str, table: ScoreTable) -> None:
     k = len(table.models)
-    a, b = np.triu_indices(k, 1)
-    index = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a, b, strict=True))}
+    a, _ = np.triu_indices(k, 1)
     order = _ranking(table)
-    adjacent = np.array([index[tuple(sorted((int(order[r]), int(order[r + 1]))))]  # type: ignore[index]
-                         for r in range(k - 1)])
+    adjacent = np.array([_triu_index(k, int(order[r]), int(order[r + 1])) for r in range(k - 1)])
     sizes = (*PLANNED, k) if k not in PLANNED else PLANNED
     runs = _replays(table, sizes)
     # The pairs decided by every M₀ under every seed: the same pairs in every row.
@@ -88,8 +92,8 @@ def board_rows(name: str, table: ScoreTable) -> None:
     for m0 in sizes:
         first, _ = live_level(alpha=ALPHA, planned_models=m0)
         last, _ = live_level(alpha=ALPHA, planned_models=m0, pair=int(a.size))
-        adj = [np.count_nonzero(d[adjacent]) for d, _ in runs[m0]]
-        every = [np.count_nonzero(d) for d, _ in runs[m0]]
+        adj = [int(np.count_nonzero(d[adjacent])) for d, _ in runs[m0]]
+        every = [int(np.count_nonzero(d)) for d, _ in runs[m0]]
         items = np.concatenate([n[adjacent[common]] for _, n in runs[m0]])
         ratio = np.exp(np.mean(np.log(np.concatenate([n[every_m0] for _, n in runs[m0]]) / ref)))
         label = f"{m0}" + (" (=M)" if m0 == k else "")
@@ -107,9 +111,7 @@ def top3_rows(name: str, table: ScoreTable) -> None:
     top = table.select([table.models[int(c)] for c in sorted(order)])  # born in column order
     col = {m: j for j, m in enumerate(top.models)}
     ranked = [col[table.models[int(c)]] for c in order]
-    a, b = np.triu_indices(3, 1)
-    index = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a, b, strict=True))}
-    adj = [index[tuple(sorted(p))] for p in ((ranked[0], ranked[1]), (ranked[1], ranked[2]))]  # type: ignore[misc]
+    adj = [_triu_index(3, ranked[0], ranked[1]), _triu_index(3, ranked[1], ranked[2])]
     means = np.nanmean(top.scores, axis=0)
     gaps = [abs(means[ranked[0]] - means[ranked[1]]), abs(means[ranked[1]] - means[ranked[2]])]
     print(f"\n{name} top 3 ({', '.join(top.models[r] for r in ranked)}): adjacent gaps "
