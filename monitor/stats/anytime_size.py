@@ -245,7 +245,7 @@ class _BoundaryTable:
 
         # V_min: below it even s = V does not reach the threshold (u = ∞ there).
         lo, hi = math.log(1e-12), _T_MAX
-        for _ in range(200):
+        for _ in range(64):  # enough to reach adjacent floats on [log 1e-12, log 1e12]
             mid = 0.5 * (lo + hi)
             if float(top(np.array(math.exp(mid)))) >= thr:
                 hi = mid
@@ -308,7 +308,7 @@ def n_star_anytime(
     at N alone (N|δ| − z_{1−β}σ√N = u(N(σ² + δ²))) ignores the paths that crossed earlier and
     fell back, and overstates the size by 3–19 % (most at thresholds near 1/α); with the
     first passage, the 80 % point of simulated crossing times of the monitor's rule is
-    matched within ±3 % over gaps of 2–20 points, ρ ∈ [0, 0.8] and boards planned for 2–32
+    matched within ±3 % over gaps of 2–20 points, ρ ∈ [0, 0.8] and boards planned for 2–64
     models (tests/statistical/test_live_power.py). Unrounded; ``inf`` where δ = 0; N is
     searched in [1, 1e12]. The boundary is tabulated once per (construction, rule, α,
     tuning) on first use.
