@@ -44,7 +44,8 @@ class CoreConfig:
         Level (two-sided) of the board's one guarantee: with probability ≥ 1 − α no pair is
         ever declared resolved while its models are equal or in the wrong direction. Each pair
         gets a fixed share γ_p of α when it first exists and is resolved, for good, at the
-        first item where its e-process reaches 1/γ_p (:mod:`monitor.stats.sequential`).
+        first item where one of its one-sided e-processes reaches 2/γ_p
+        (:mod:`monitor.stats.sequential`).
     power
         Target power 1 − β for N*, N*_AV and the MDE.
     planned_models
