@@ -53,8 +53,8 @@ def _replays(table: ScoreTable, sizes: tuple[int, ...]) -> dict[int, list[tuple[
     for m0 in sizes:
         runs = []
         for seed in SEEDS:
-            paths, _, a_first = _decide(table, (a, b), alpha=ALPHA, order="shuffle", seed=seed,
-                                        planned_models=m0, rule="board")
+            paths, _, a_first, _ = _decide(table, (a, b), alpha=ALPHA, order="shuffle", seed=seed,
+                                           planned_models=m0, rule="board")
             runs.append((paths.decided * np.where(a_first, 1, -1), paths.decided_n.copy()))
         out[m0] = runs
     return out
@@ -189,8 +189,8 @@ def _first_pair_of_each_level(levels: np.ndarray) -> dict[float, int]:
 
 def main() -> None:
     t0 = time.perf_counter()
-    mmlu = read_table(DATA / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
-                      cluster_col="category")
+    # Items as exchangeable (no groups): the item-level rule, whose shares M0 sets.
+    mmlu = read_table(DATA / "mmlu_pro_item_correctness_wide.csv", exclude=("src", "category"))
     gsm = read_table(DATA / "zeroeval_gsm8k_item_correctness_wide.csv", exclude=("gold",))
     print("power of the live rule (one side reaching 2/γ_p, α = 0.05) against the planned "
           "board size M0")

@@ -68,6 +68,11 @@ class PostReport:
     caller's line; ``rejected_unlisted`` the ones it counted without listing. ``retries`` is
     how many batches were sent again; a line of a retried batch counted ``duplicate`` may
     have been accepted by an attempt whose reply was lost.
+
+    ``passed_over`` is the caller's part of the account: lines of its input that it read and
+    did not send, by why (``post`` and ``watch``: an lm-eval filter other than the one read,
+    a blank line, a copy of a file already posted), so that every input line is in the
+    account: lines read = ``events`` + the sum of ``passed_over``.
     """
 
     events: int = 0
@@ -81,6 +86,13 @@ class PostReport:
     rejected_unlisted: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     last_change_id: int | None = None
+    passed_over: dict[str, int] = field(default_factory=dict)
+
+    def pass_over(self, counts: Mapping[str, int]) -> None:
+        """Add lines read and not sent, by why."""
+        for why, n in counts.items():
+            if n:
+                self.passed_over[why] = self.passed_over.get(why, 0) + int(n)
 
     def add(self, reply: Mapping[str, Any], *, offset: int, sources: Sequence[str | None],
             retries: int) -> None:
@@ -116,6 +128,8 @@ class PostReport:
             out.reasons[reason] = out.reasons.get(reason, 0) + n
         out.last_change_id = (other.last_change_id if other.last_change_id is not None
                               else self.last_change_id)
+        out.passed_over = dict(self.passed_over)
+        out.pass_over(other.passed_over)
         return out
 
     def counts(self) -> dict[str, int]:
@@ -126,7 +140,7 @@ class PostReport:
         return {**self.counts(), "batches": self.batches, "retries": self.retries,
                 "rejected": [r.__dict__ for r in self.rejected],
                 "rejected_unlisted": self.rejected_unlisted, "reasons": self.reasons,
-                "last_change_id": self.last_change_id}
+                "last_change_id": self.last_change_id, "passed_over": self.passed_over}
 
 
 def encode_event(event: Event) -> bytes:

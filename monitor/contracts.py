@@ -44,7 +44,7 @@ DEAD_LETTER_REASONS = ("invalid-json", "invalid-utf8", "schema", "conflict", "to
 PAYLOAD_LIMIT = 1024
 
 _VARIANT_PATTERN = r"^(original|perturbed:[A-Za-z0-9_.\-]{1,64})$"
-_VERDICT_PATTERN = r"^(unresolved|resolved:.+)$"
+_VERDICT_PATTERN = r"^(unresolved|equivalent|resolved:.+)$"
 
 
 #: A figure on the wire: a number, "inf"/"-inf", or null (see :func:`wire_float`).
@@ -352,7 +352,8 @@ class ResolutionChange(_Event):
     model_a: NonEmpty200
     model_b: NonEmpty200
     previous: str = Field(pattern=_VERDICT_PATTERN, description="the verdict before")
-    verdict: str = Field(pattern=_VERDICT_PATTERN, description="'unresolved' or 'resolved:<model>'")
+    verdict: str = Field(pattern=_VERDICT_PATTERN, description="'unresolved', 'equivalent' (tied "
+                         "within the benchmark's margin) or 'resolved:<model>'")
     n: int = Field(ge=0, description="paired items")
     delta: WireFloat = Field(description="mean score of model_a minus model_b on paired items")
     cs_low: WireFloat = Field(description="lower end of the confidence sequence for delta")

@@ -204,6 +204,7 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
     def render(console: Console) -> None:
         from rich import box
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         if not console.is_terminal:
@@ -211,6 +212,9 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
             console = Console(width=max(console.width, 120), highlight=False)
         for line in _header_lines(rep):
             console.print(line, highlight=False)
+        for warning in rep.get("warnings", ()):
+            console.print(f"[bold yellow]WARNING[/bold yellow]: {escape(warning['message'])}",
+                          highlight=False)
         groups = rep["groups"]
         kind = groups["kind"] if groups else None
         # Below ~110 columns the model names would be squeezed out: drop δ, N*, DE and p_adj.
@@ -301,9 +305,11 @@ def register(app: typer.Typer) -> None:
         scorer: Annotated[str | None, typer.Option(
             help="inspect_ai logs: the scorer (default: the log's first)")] = None,
         cluster_col: Annotated[str | None, typer.Option(
-            "--cluster-col", help="item groups as sampled clusters (inflates N* by DE)")] = None,
+            "--cluster-col", help="item groups as sampled clusters (inflates N* by DE): a "
+            "table column, or the sample metadata field of inspect_ai logs")] = None,
         strata_col: Annotated[str | None, typer.Option(
-            "--strata-col", help="item groups as fixed strata (stratified variance)")] = None,
+            "--strata-col", help="item groups as fixed strata (stratified variance): a table "
+            "column, or the sample metadata field of inspect_ai logs")] = None,
         family: Annotated[str, typer.Option(
             help="pairs read together: adjacent (in the ranking) or all")] = "adjacent",
         correction: Annotated[str, typer.Option(

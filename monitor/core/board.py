@@ -22,16 +22,19 @@ from the score matrix for the pairs somebody reads (:meth:`BenchmarkState.cluste
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.core.config import BenchmarkSpec
 from monitor.core.table import PairTable
-from monitor.stats.figures import GroupSums, PairSums
-from monitor.stats.sequential import PairPaths
+from monitor.stats.cluster_sequential import ClusterPaths
+from monitor.stats.figures import ClusterDecisions, GroupKind, GroupSums, PairSums
+from monitor.stats.sequential import PairPaths, pair_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -41,6 +44,14 @@ _CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster su
 _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster sums (≤ 8 MB)
 _DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
 _DENSE_FILL = 32  # other than 0/1 scores: dense while the block has ≤ 32 cells per new score
+
+#: Bytes of the Python objects of each item, model and perturbed result beyond the arrays: dict
+#: entries, list slots and the name itself (tracemalloc over 100,000 items named like
+#: ``mmlu_pro-test-000123`` and 100,000 perturbed results: 75 and 313 bytes besides the id
+#: strings, ~70 bytes each; models as items, rounded up).
+ITEM_OBJECT_BYTES = 160
+MODEL_OBJECT_BYTES = 200
+PERTURBED_OBJECT_BYTES = 320
 
 _BLAS: Any = None
 
@@ -62,19 +73,70 @@ def single_thread_blas() -> Iterator[None]:
         yield
 
 
+def _more_rows(cap: int) -> int:
+    return cap + cap // 2  # 1.5x: the matrix stays within ~12 bytes per stored score
+
+
+def _more_cols(cap: int) -> int:
+    return cap + max(1, cap // 4)  # models arrive rarely: grow by a quarter
+
+
+def _capacity(cap: int, need: int, grow: Callable[[int], int]) -> int:
+    while cap < need:
+        cap = grow(cap)
+    return cap
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What a batch adds to a benchmark: new items and models (rows and columns), stored
+    scores (``cells``: accepted results, samples and perturbed variants included), perturbed
+    results, whether it brings the board's first score other than 0/1 (``nonbinary``), and
+    the K its first result declares (``k``, for a benchmark it would start)."""
+
+    items: int = 0
+    models: int = 0
+    cells: int = 0
+    perturbed: int = 0
+    nonbinary: bool = False
+    k: int | None = None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What state holds: models, items, stored scores (``cells``) and bytes (the arrays at
+    their capacity plus the Python objects of the names, :data:`ITEM_OBJECT_BYTES` …)."""
+
+    models: int = 0
+    items: int = 0
+    cells: int = 0
+    nbytes: int = 0
+
+    def __add__(self, other: Footprint) -> Footprint:
+        return Footprint(self.models + other.models, self.items + other.items,
+                         self.cells + other.cells, self.nbytes + other.nbytes)
+
+    def __sub__(self, other: Footprint) -> Footprint:
+        return Footprint(self.models - other.models, self.items - other.items,
+                         self.cells - other.cells, self.nbytes - other.nbytes)
+
+
 class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
     the pair sums over the items not excluded from resolution. With ``samples`` K > 1 the
     samples wait in ``Y`` (items × models × K) and a cell's score is the mean of its K samples,
     written once, when the last of them arrives."""
 
-    def __init__(self, name: str, samples: int = 1, *, declared: str = "default") -> None:
+    def __init__(self, name: str, spec: BenchmarkSpec | None = None, *,
+                 declared: str = "default") -> None:
         self.name = name
+        # What the benchmark declared once (K, design), and who fixed K: "settings",
+        # "result" (the first result's k) or "default".
+        self.spec = spec = spec or BenchmarkSpec()
+        self.declared = declared
         # K samples per (item, model): with K > 1 the samples wait in Y (items × models × K,
         # NaN = absent) and a cell enters X, with their mean, when its K-th sample arrives.
-        self.samples = samples
-        # Who fixed K: "settings", "result" (the first result's k) or "default".
-        self.declared = declared
+        samples = self.samples
         self.Y: FloatArray | None = np.full((256, 8, samples), np.nan) if samples > 1 else None
         self.item_row: dict[str, int] = {}
         self.item_ids: list[str] = []
@@ -114,6 +176,19 @@ class BenchmarkState:
         self.table_stale = False  # results applied since ``table`` was computed
         # (planned models, block of each pair's share of α, columns filled): derived, cached
         self.blocks: tuple[int, NDArray[np.int8], int] | None = None
+        # Sampled clusters: each pair's clustered decision (indexed by pair_number − 1, by
+        # cluster id), the pair's verdict under that design.
+        self.cpaths: ClusterPaths | None = (ClusterPaths.empty(28, 8)
+                                            if spec.design == "clusters" else None)
+
+    @property
+    def samples(self) -> int:
+        """K, the samples per (item, model) the benchmark takes."""
+        return self.spec.samples
+
+    @property
+    def design(self) -> str:
+        return self.spec.design
 
     # -- growth --------------------------------------------------------------------------
     @property
@@ -137,7 +212,7 @@ class BenchmarkState:
             return r
         r = len(self.item_ids)
         if r == self.X.shape[0]:
-            cap = r + r // 2  # 1.5x: the matrix stays within ~12 bytes per stored score
+            cap = _more_rows(r)
             X = np.full((cap, self.X.shape[1]), np.nan)
             X[:r] = self.X
             self.X = X
@@ -167,7 +242,7 @@ class BenchmarkState:
             return c
         c = len(self.models)
         if c == self.X.shape[1]:
-            cap = c + max(1, c // 4)  # models arrive rarely: grow by a quarter
+            cap = _more_cols(c)
             X = np.full((self.X.shape[0], cap), np.nan)
             X[:, :c] = self.X
             self.X = X
@@ -187,13 +262,44 @@ class BenchmarkState:
         self.models.append(model)
         return c
 
-    def nbytes(self) -> int:
-        """Bytes held by the numeric state (score matrix, row labels, pair sums, paths)."""
-        arrays = [self.X, self.group, self.excluded_rows, self.n, self.sx, self.p, self.codes,
-                  self.decided_at,
-                  *(getattr(self.paths, f) for f in self.paths.__dataclass_fields__)]
-        arrays += [a for a in (self.sx2, self.Y) if a is not None]
-        return int(sum(a.nbytes for a in arrays))
+    def nbytes(self, *, items: int | None = None, models: int | None = None,
+               binary: bool | None = None) -> int:
+        """Bytes held by the numeric state (score matrix, row labels, pair sums, paths, the
+        pairs' cached α blocks); with ``items``, ``models`` or ``binary``: the bytes it would
+        hold with that many items and models (at the capacities the growth rules give them)
+        and with that kind of scores — what a batch would make of it, before it is applied."""
+        rows = _capacity(self.X.shape[0], items or 0, _more_rows)
+        cols = _capacity(self.cap, models or 0, _more_cols)
+        binary = self.binary if binary is None else binary and self.binary
+        samples = self.Y.shape[2] if self.Y is not None else 0
+        per_row = (self.X.itemsize * cols * (1 + samples) + self.group.itemsize
+                   + self.excluded_rows.itemsize)
+        paths = sum(getattr(self.paths, f).itemsize for f in self.paths.__dataclass_fields__)
+        # n, the verdict codes, the decision times, the α block (int8); sx and p are int32
+        # counts while every score is 0/1, then float64 with sx2 beside them.
+        sums = 2 * np.dtype(np.int32).itemsize if binary else 3 * np.dtype(np.float64).itemsize
+        per_pair = (self.n.itemsize + self.codes.itemsize + self.decided_at.itemsize + 1
+                    + paths + sums)
+        total = rows * per_row + cols * cols * per_pair + cols * self.nonbinary.itemsize
+        if self.cpaths is not None:  # sampled clusters: a count and a total per pair and cluster
+            cp = self.cpaths
+            per_cell = cp.count.itemsize + cp.total.itemsize
+            per_pair_cl = sum(getattr(cp, f).itemsize for f in cp.__dataclass_fields__
+                              if f not in ("count", "total"))
+            pairs = max(cols * (cols - 1) // 2, cp.shape[0])
+            total += pairs * (max(len(self.clusters), cp.shape[1]) * per_cell + per_pair_cl)
+        return total
+
+    def footprint(self, growth: Growth | None = None) -> Footprint:
+        """Models, items and bytes held (``cells`` 0: the monitor counts them), after
+        ``growth`` when given."""
+        g = growth or Growth()
+        items, models = len(self.item_ids) + g.items, self.k + g.models
+        perturbed = len(self.perturbed) + g.perturbed
+        nbytes = (self.nbytes(items=items, models=models, binary=not g.nonbinary)
+                  + ITEM_OBJECT_BYTES * items + MODEL_OBJECT_BYTES * models
+                  + PERTURBED_OBJECT_BYTES * perturbed)
+        return Footprint(models=models, items=items, nbytes=nbytes)
 
     def to_float(self) -> None:
         """Switch the sums to float64 (the first score other than 0/1): sx2 = sx then."""
@@ -380,7 +486,32 @@ class BenchmarkState:
             sbb=self.sx2_of(b, a), sab=self.p[a, b], binary=binary_col[a] & binary_col[b],
             groups=self.cluster_sums(a, b) if clusters else None,
             paths=self.paths.seen_from(lo * self.cap + hi, a > b),
+            design=self.spec.design, clusters=self.cluster_decisions(a, b),
         )
+
+    def cluster_decisions(self, a: IntArray, b: IntArray) -> ClusterDecisions | None:
+        """The sampled-clusters state of the pairs (a[i], b[i]) seen from A (None under the
+        other designs); pairs not yet in the state read as empty."""
+        cp = self.cpaths
+        if cp is None:
+            return None
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        idx = np.where(lo < hi, pair_number(lo, hi) - 1, 0)
+        inside = (lo < hi) & (idx < cp.shape[0])
+        idx = np.where(inside, idx, 0)
+        sign = np.where(a > b, -1, 1)
+
+        def at(x: NDArray[Any]) -> NDArray[Any]:
+            return np.where(inside, x[idx], 0)
+
+        return ClusterDecisions(
+            r=self.spec.cluster_items, n_obs=at(cp.n_obs).astype(np.float64),
+            s=(at(cp.s) * sign).astype(np.float64), v=at(cp.v).astype(np.float64),
+            decided=(at(cp.decided) * sign).astype(np.int8),
+            decided_n=at(cp.decided_n).astype(np.float64),
+            decided_obs=at(cp.decided_obs).astype(np.float64),
+            decided_log_e=at(cp.decided_log_e).astype(np.float64),
+            seen=len(self.clusters) - 1, equivalent=at(cp.equivalent).astype(np.int8))
 
     def within_sums(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray]:
         """Σ (w_a + w_b) over the complete, non-excluded items of the pairs (a[i], b[i]), w the
@@ -439,7 +570,9 @@ class BenchmarkState:
                 n0 += present[single].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             t2n = np.where(nc > 0, t * t / np.where(nc > 0, nc, 1.0), 0.0).sum(axis=0)
-        return GroupSums(kind="cluster", n_groups=n_named, t2=(t * t).sum(axis=0) + v0,
+        # Strata (the declared design): the same sums, read for the stratified variance.
+        kind: GroupKind = "strata" if self.spec.design == "strata" else "cluster"
+        return GroupSums(kind=kind, n_groups=n_named, t2=(t * t).sum(axis=0) + v0,
                          tn=(t * nc).sum(axis=0) + s0, n2=(nc * nc).sum(axis=0) + n0,
                          t2_over_n=t2n + v0, count=np.count_nonzero(nc > 0, axis=0) + n0)
 

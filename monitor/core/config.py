@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from monitor.defaults import PLANNED_MODELS
+from monitor.stats.cluster_sequential import CLUSTER_ITEMS
+from monitor.stats.figures import DESIGNS, Design
 from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
+
+#: The default equivalence margin Δ: one point of accuracy (docs/anytime.md, "Equivalence").
+MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -25,13 +30,36 @@ class BenchmarkSpec:
         item, the 0/1 fast path. Declared by the settings (``benchmarks.<name>.samples``), by
         the benchmark's first result (its ``k`` field), or else the monitor's default
         (``--samples``).
+    design
+        How the benchmark's items were drawn, which decides a pair's verdict
+        (docs/clusters-vs-strata.md): ``"items"`` (exchangeable items, the default) and
+        ``"strata"`` (the ``cluster`` labels are fixed strata, e.g. MMLU-Pro's 14 subjects) take
+        the item-level decision; ``"clusters"`` (the labels are sampled clusters, e.g.
+        passages) takes the sampled-clusters decision
+        (:mod:`monitor.stats.cluster_sequential`). Declared by the settings only.
+    cluster_items
+        Under ``"clusters"``: r, the items of a cluster that form its one observation.
+    margin
+        Δ, the equivalence margin: a pair whose confidence sequence at its share lies inside
+        (−Δ, Δ) is declared ``equivalent`` (:mod:`monitor.stats.sequential`); None: no
+        equivalence decisions. On the score scale (0.01 = one point).
     """
 
     samples: int = 1
+    design: Design = "items"
+    cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
 
     def __post_init__(self) -> None:
         if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
             raise ValueError(f"`samples` must be an integer in [1, 1024], got {self.samples!r}")
+        if self.design not in DESIGNS:
+            raise ValueError(f"`design` must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+        if not (isinstance(self.cluster_items, int) and 1 <= self.cluster_items <= 10_000):
+            raise ValueError("`cluster_items` must be an integer in [1, 10000], got "
+                             f"{self.cluster_items!r}")
+        if self.margin is not None and not (0.0 < self.margin < 0.5):
+            raise ValueError(f"`margin` must lie in (0, 0.5) or be None, got {self.margin!r}")
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,9 @@ class CoreConfig:
     samples
         K of a new benchmark that declares none (:class:`BenchmarkSpec`): neither in
         ``benchmarks`` nor by its first result's ``k``.
+    design, cluster_items, margin
+        The design, items per cluster observation and equivalence margin of a benchmark not
+        in ``benchmarks``.
     benchmarks
         Specs declared for named benchmarks (the settings' ``benchmarks`` table); a result
         whose ``k`` differs from its benchmark's K is a conflict.
@@ -86,6 +117,9 @@ class CoreConfig:
     pair_series_limit: int = 1000
     exclude_flags: tuple[str, ...] = ("leak-suspect",)
     samples: int = 1
+    design: Design = "items"
+    cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
     benchmarks: Mapping[str, BenchmarkSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -111,6 +145,8 @@ class CoreConfig:
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"
             )
         object.__setattr__(self, "exclude_flags", tuple(self.exclude_flags))
+        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items,
+                      margin=self.margin)  # validates them
         for name, spec in self.benchmarks.items():
             if not isinstance(spec, BenchmarkSpec):
                 raise ValueError(f"`benchmarks[{name!r}]` must be a BenchmarkSpec, got {spec!r}")
@@ -122,7 +158,8 @@ class CoreConfig:
         declared = self.benchmarks.get(benchmark)
         if declared is not None:
             return declared
-        return BenchmarkSpec(samples=self.samples if k is None else k)
+        return BenchmarkSpec(samples=self.samples if k is None else k, design=self.design,
+                             cluster_items=self.cluster_items, margin=self.margin)
 
     def declared(self, benchmark: str) -> bool:
         """True when the settings declare ``benchmark``'s spec."""

@@ -74,8 +74,19 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     # are the path decisions, each at the pair's own fixed share of α.
     m = family_size(len(by_mean), config.family)
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
-    decided = st.paths.decided.reshape(cap, cap)[:k, :k]
+    if st.cpaths is None:
+        decided = st.paths.decided.reshape(cap, cap)[:k, :k]
+        equal = st.paths.equivalent.reshape(cap, cap)[:k, :k]
+    else:  # sampled clusters: the clustered decisions are the verdicts
+        decided = np.zeros((k, k), dtype=np.int8)
+        equal = np.zeros((k, k), dtype=np.int8)
+        lo, hi = np.triu_indices(k, 1)
+        idx = hi * (hi - 1) // 2 + lo
+        inside = idx < st.cpaths.shape[0]
+        decided[lo[inside], hi[inside]] = st.cpaths.decided[idx[inside]]
+        equal[lo[inside], hi[inside]] = st.cpaths.equivalent[idx[inside]]
     code = (decided - decided.T).astype(np.int8)  # decisions live at (lo, hi), lo < hi
+    code[(equal | equal.T) != 0] = 2  # tied within the margin: never separated
     order = consistent_order(by_mean, code == 1)
 
     def levels_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:

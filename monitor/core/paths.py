@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.core.board import BenchmarkState
+from monitor.stats.cluster_sequential import advance_clusters
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
@@ -27,6 +28,7 @@ from monitor.stats.sequential import (
     block_share,
     log_e_sides,
     log_threshold,
+    may_be_equivalent,
     may_cross,
     pair_block,
     pair_number,
@@ -123,7 +125,7 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     j_all = np.arange(k)
     lo_all = np.minimum(touched[:, None], j_all[None, :])
     flat_all = lo_all * cap + np.maximum(touched[:, None], j_all[None, :])
-    work = st.paths.decided[flat_all] == 0
+    work = st.paths.open(flat_all)
     nonbinary_col = st.nonbinary[:k] > 0
     if nonbinary_col.any():
         work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
@@ -132,9 +134,14 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     c = touched[ti]
     before = st.pair_nsv(c, jj)
     _, grew = st.fold_new(rows, cols, scores)
+    # Sampled clusters: the clustered decisions are the verdicts (the item-level pass below
+    # still runs, for the item-level e-values shown beside them).
+    clustered = (None if st.cpaths is None else
+                 _cluster_pass(st, rows, cols, scores, alpha=alpha,
+                               planned_models=planned_models))
     grew = grew[ti, jj]
     if not grew.any():
-        return _NONE
+        return _NONE if clustered is None else clustered
     ti, jj, c = ti[grew], jj[grew], c[grew]
     before = tuple(b[grew] for b in before)  # type: ignore[assignment]
     after = st.pair_nsv(c, jj)
@@ -151,8 +158,9 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     # Item by item: a first item whose kind depends on it, a McNemar pair that may meet a
     # score other than 0/1 (its switch), and undecided pairs the run may have decided.
     exact = (kind == UNSET) | ((kind == MCNEMAR) & ~binary_now)
-    undecided = np.flatnonzero((paths.decided[flat] == 0) & ~exact)
-    need = exact | (paths.decided[flat] == 0)
+    is_open = paths.open(flat)
+    undecided = np.flatnonzero(is_open & ~exact)
+    need = exact | is_open
     thr = np.zeros(flat.size)
     thr[need] = _state_log_threshold(st, lo[need], hi[need], alpha=alpha,
                                      planned_models=planned_models)
@@ -164,11 +172,76 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                              start_n=paths.start_n[f], start_s=paths.start_s[f],
                              start_v=paths.start_v[f], start_log_plus=paths.start_log_plus[f],
                              start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
+        margin = st.spec.margin
+        if margin is not None:  # a tied pair may be declared equivalent in the run
+            exact[u] |= may_be_equivalent(
+                (before[0][u], before[1][u] * sign[u], before[2][u]),
+                (after[0][u], after[1][u] * sign[u], after[2][u]),
+                start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
+                margin=margin, log_threshold=thr[u])
     pick = np.flatnonzero(exact)
     if pick.size == 0:
-        return _NONE
+        return _NONE if clustered is None else clustered
     base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
-    return _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    return decided if clustered is None else clustered
+
+
+def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray, *,
+                  alpha: float, planned_models: int) -> IntArray:
+    """The sampled-clusters pass of a run (its cells already in the score matrix): every new
+    paired item of every pair, in event order, through
+    :func:`monitor.stats.cluster_sequential.advance_clusters`. Returns the flat indices
+    (lo · cap + hi) of the pairs it decided. Cost: the run's results × the models."""
+    cp = st.cpaths
+    assert cp is not None
+    k, cap = st.k, st.cap
+    groups = st.group[rows].astype(np.int64)
+    if not (groups > 0).any():
+        return _NONE  # items without a cluster label do not enter the clustered decision
+    block = st.X[rows, :k]
+    # when[t, j]: the position in the run of the cell (row of t, j), −1 if stored before it
+    when = np.full(block.shape, -1, dtype=np.int64)
+    key = rows * cap + cols
+    key_order = np.argsort(key, kind="stable")
+    keys = key[key_order]
+    touched = np.unique(cols)
+    probe = rows[:, None] * cap + touched[None, :]
+    pos = np.minimum(np.searchsorted(keys, probe), keys.size - 1)
+    when[:, touched] = np.where(keys[pos] == probe, key_order[pos], -1)
+    t_pos = np.arange(rows.size)
+    valid = ~np.isnan(block) & (when < t_pos[:, None]) & (groups[:, None] > 0)
+    valid[t_pos, cols] = False
+    tt, jj = np.nonzero(valid)  # row-major: event order, then partner
+    if tt.size == 0:
+        return _NONE
+    c = cols[tt]
+    lo, hi = np.minimum(c, jj), np.maximum(c, jj)
+    x_c, x_j = scores[tt], block[tt, jj]
+    d = np.where(c == lo, x_c - x_j, x_j - x_c)
+    pair = pair_number(lo, hi) - 1
+    # The pair's n at each of its new items: its n after the run, less the items after this one.
+    order = np.argsort(pair, kind="stable")
+    ps = pair[order]
+    first = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
+    sizes = np.diff(np.r_[first, ps.size])
+    rank = np.empty(ps.size, dtype=np.int64)
+    rank[order] = np.arange(ps.size) - np.repeat(first, sizes)
+    count = np.empty(ps.size, dtype=np.int64)
+    count[order] = np.repeat(sizes, sizes)
+    n_at = st.n[lo, hi].astype(np.float64) - count + rank + 1.0
+    cp = cp.grown(k * (k - 1) // 2, len(st.clusters))
+    st.cpaths = cp
+    uniq, rep = np.unique(pair, return_index=True)  # each pair, and one item of it
+    thr = np.zeros(cp.shape[0])
+    thr[uniq] = _state_log_threshold(st, lo[rep], hi[rep], alpha=alpha,
+                                     planned_models=planned_models)
+    decided = advance_clusters(cp, pair, groups[tt], d, n_at, r=st.spec.cluster_items,
+                               log_threshold=thr, margin=st.spec.margin)
+    if decided.size == 0:
+        return _NONE
+    where = np.searchsorted(uniq, decided)
+    return lo[rep][where] * cap + hi[rep][where]
 
 
 def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
@@ -257,7 +330,7 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         idx, d, nonbinary = idx[seq], d[seq], nonbinary[seq]
     local = st.paths.take(flat)
     decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
-                      log_threshold=thr)
+                      log_threshold=thr, margin=st.spec.margin)
     for f in fields(PairPaths):
         getattr(st.paths, f.name)[flat] = getattr(local, f.name)
     return flat[decided]

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from monitor.core.board import BenchmarkState
+from monitor.core.config import BenchmarkSpec
+from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.sequential import PairPaths
 
 MAGIC = b"LLMMON-SNAPSHOT 2\n"
@@ -66,14 +68,33 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
         header["samples"] = st.samples  # absent: one sample per (item, model)
     if st.declared != "default":
         header["declared"] = st.declared
+    if st.spec.design != "items":
+        header["design"] = st.spec.design
+        header["cluster_items"] = st.spec.cluster_items
+    header["margin"] = st.spec.margin
+    if st.cpaths is not None:
+        cp = st.cpaths
+        used = k * (k - 1) // 2
+        g = len(st.clusters)
+        for name in cp.PER_PAIR:
+            arrays[f"cpaths.{name}"] = getattr(cp, name)[:used]
+        count = cp.count[:used, :g]
+        at = np.flatnonzero(count)  # most cells are empty until their cluster is reached
+        arrays["cpaths.count.at"] = at
+        arrays["cpaths.count.values"] = count.ravel()[at]
+        arrays["cpaths.total.values"] = cp.total[:used, :g].ravel()[at]
     return header, arrays
 
 
 def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
                         ) -> BenchmarkState:
     """Rebuild one benchmark's state from :func:`bench_to_snapshot` output."""
-    st = BenchmarkState(name, int(header.get("samples", 1)),
-                        declared=str(header.get("declared", "default")))
+    spec = BenchmarkSpec(samples=int(header.get("samples", 1)),
+                         design=header.get("design", "items"),
+                         cluster_items=int(header.get("cluster_items", CLUSTER_ITEMS)),
+                         # snapshots from before equivalence decisions held none
+                         margin=header.get("margin"))
+    st = BenchmarkState(name, spec, declared=str(header.get("declared", "default")))
     st.excluded = set(header["excluded"])
     for cl in header["clusters"]:
         st.cluster_id[cl] = len(st.clusters)
@@ -104,9 +125,23 @@ def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.
         target = getattr(st.paths, field).reshape(cap, cap)
         if field in _DENSE_PATHS:
             target[:k, :k] = arrays[f"paths.{field}"]
+        elif f"paths.{field}.at" not in arrays:
+            continue  # a field newer than the snapshot (equivalent): none held then
         else:
             at = arrays[f"paths.{field}.at"]
             target[at // max(k, 1), at % max(k, 1)] = arrays[f"paths.{field}.values"]
+    if st.cpaths is not None:
+        used, g = k * (k - 1) // 2, len(st.clusters)
+        cp = st.cpaths = st.cpaths.grown(used, g)
+        for field in cp.PER_PAIR:
+            if f"cpaths.{field}" in arrays:  # (equivalent: absent from older snapshots)
+                getattr(cp, field)[:used] = arrays[f"cpaths.{field}"]
+        at = arrays["cpaths.count.at"]
+        count, total = np.zeros(used * g, np.int16), np.zeros(used * g)
+        count[at] = arrays["cpaths.count.values"]
+        total[at] = arrays["cpaths.total.values"]
+        cp.count[:used, :g] = count.reshape(used, g)
+        cp.total[:used, :g] = total.reshape(used, g)
     st.times = [datetime.fromisoformat(t) for t in header["times"]]
     st.flagged = {f: set(items) for f, items in header["flagged"].items()}
     st.perturbed = {(v, i, m): float(sc) for v, i, m, sc in header["perturbed"]}

@@ -23,10 +23,24 @@ from monitor.stats.samples import variance_split
 FloatArray = NDArray[np.float64]
 
 
-#: Shown wherever the cluster-aware verdict is: what its guarantee needs.
-CLUSTER_ASSUMPTION = ("categories are sampled clusters and items arrive in an order independent "
-                      "of their outcomes; valid as the number of clusters grows (asymptotic: "
-                      "indicative below ~30 clusters)")
+#: What each design's verdicts assume (the board's guarantee statement names it).
+ASSUMPTIONS = {
+    "items": "items are exchangeable and arrive in an order independent of their outcomes",
+    "strata": "the cluster labels are fixed strata (every stratum of the population is on the "
+              "board) and items arrive in an order independent of their outcomes",
+    "clusters": "the cluster labels are clusters sampled independently from a population of "
+                "clusters, and items arrive in an order independent of their outcomes; each "
+                "cluster enters once, as the mean of its first r paired items",
+}
+
+
+def undecidable_reason(f: PairRecord) -> str | None:
+    """Why the design allows this pair no decision (None when it does)."""
+    if f.decidable:
+        return None
+    return (f"not decidable with {f.clusters_seen} clusters: at this pair's share "
+            f"γ = {f.e_alpha:.2g}, even clusters all won by one model reach 2/γ only with "
+            f"{f.cluster_min} or more")
 
 
 @dataclass(frozen=True)
@@ -45,22 +59,33 @@ class PairView:
     def as_dict(self) -> dict[str, Any]:
         """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
         f = self.figures
+        why = undecidable_reason(f)
         out: dict[str, Any] = {
-            "model_a": self.model_a, "model_b": self.model_b, "verdict": self.verdict,
+            "model_a": self.model_a, "model_b": self.model_b,
+            "verdict": "undecidable" if why is not None else self.verdict,
             "n": f.n, "delta": f.delta, "sigma_d2": f.sigma_d2, "cs_low": f.cs_low,
-            "cs_high": f.cs_high, "n_star": f.n_star, "q": f.q, "q_cluster": f.q_grouped,
+            "cs_high": f.cs_high, "n_star": f.n_star, "q": f.q,
+            # The design effect's q under the design: cluster-robust unless strata.
+            "q_cluster": None if f.group_kind == "strata" else f.q_grouped,
+            "q_strata": f.q_grouped if f.group_kind == "strata" else None,
             "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
-            "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
+            "de": f.design_effect, "n_clusters": f.n_clusters, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
             "e_threshold": 1.0 / f.e_alpha,
-            # A time-uniform interval, read now (not a decision: it emits no change and
-            # keeps no state, so a restart or a batching cannot make it differ).
-            "cluster_anytime": None if f.cs_cluster_low is None else {
-                "cs_low": f.cs_cluster_low, "cs_high": f.cs_cluster_high,
-                "excludes_zero": bool(f.cs_cluster_low > 0 or (f.cs_cluster_high or 0) < 0),
-                "clusters": f.n_clusters, "assumption": CLUSTER_ASSUMPTION},
-            "decided": None if not f.decided else {
-                "n": f.decided_n, "e_value": None if f.decided_log_e is None else e_of(f.decided_log_e), "ts": self.decided_ts},
+            # The verdict's decision: taken at a stopping time (the item n), final.
+            "decided": None if not f.verdict_code else {
+                "n": f.headline_decided_n, "final": True, "ts": self.decided_ts,
+                "e_value": (None if f.headline_decided_log_e is None
+                            else e_of(f.headline_decided_log_e))},
+            "design": f.design,
         }
+        if f.design == "clusters":
+            out["clusters"] = {
+                "observations": f.cluster_obs, "seen": f.clusters_seen,
+                "needed": f.cluster_min,
+                "e_value": None if f.cluster_log_e is None else e_of(f.cluster_log_e),
+                "decided_at_observation": f.cluster_decided_obs}
+            if why is not None:
+                out["undecidable"] = why
         if f.binary:
             out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
         if self.split is not None:
@@ -92,8 +117,8 @@ class PairTable:
     """The verdicts and ranking of one benchmark at an evaluation, with every pair's figures
     on demand.
 
-    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise (the
-    decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
+    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 2 when the two are
+    declared equivalent, 0 otherwise (the decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
     read (:meth:`records`, cached) from ``source``, which is the live state: a table handed out
     is current until the next batch is applied (the monitor hands out a new one then). The grid
     properties (``n``, ``delta``, ``q`` …) are (k × k) views over every pair, for small boards.
@@ -255,7 +280,10 @@ class PairTable:
 
 
 def verdict_text(code: int, model_a: str, model_b: str) -> str:
-    """The verdict string of a code (+1: A resolved better, −1: B, 0: unresolved)."""
+    """The verdict string of a code (+1: A resolved better, −1: B, 2: equivalent, 0:
+    unresolved)."""
     if code == 0:
         return "unresolved"
+    if code == 2:
+        return "equivalent"
     return f"resolved:{model_a if code > 0 else model_b}"

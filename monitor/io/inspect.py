@@ -7,6 +7,8 @@ The logs are read with inspect_ai's own reader (the optional ``inspect`` extra:
 - model = the log's model (``eval.model``, e.g. ``openai/gpt-4o``), unless given;
 - item_id = the sample's ``id`` (as a string); sample = its ``epoch`` − 1, so the epochs of a
   run with ``epochs > 1`` are repeated samples of the item;
+- cluster (or stratum) = the sample's metadata field named by ``group_field`` (``--cluster-col``
+  / ``--strata-col``), when given: a string, number or boolean, as text;
 - score = the value of one scorer, ``scorer`` when given, else the log's first scorer (the
   first of ``results.scores``), turned into a number by inspect_ai's own ``value_to_float``
   (``C`` → 1, ``I`` → 0, ``P`` → 0.5, ``N`` → 0, booleans and numbers as they are). It must lie
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,8 @@ class InspectScores:
     scores: np.ndarray
     #: The epochs the task was run with (K samples per item); 1 when the log does not say.
     k: int = 1
+    groups: np.ndarray | None = None  # the ``group_field`` label of each sample
+    errored: int = 0  # samples that ended in an error without a score (left out)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -91,11 +95,31 @@ def _inspect_log_api() -> Any:
     return log_api
 
 
-def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectScores:
+def _group_label(s: Any, group_field: str, source: str) -> str:
+    """The sample's metadata field ``group_field`` as a cluster label."""
+    metadata = s.metadata or {}
+    if group_field not in metadata:
+        have = ", ".join(sorted(metadata)) or "none"
+        raise InputError(f"sample {s.id!r} (epoch {s.epoch}) has no metadata field "
+                         f"{group_field!r} (its fields: {have}; inspect_ai keeps only values "
+                         "under 1 kB in a log's sample summaries)", source=source,
+                         field=group_field)
+    value = metadata[group_field]
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
+        raise InputError(f"sample {s.id!r}: metadata field {group_field!r} is {value!r}; a "
+                         "cluster or stratum label must be a non-empty string or a number",
+                         source=source, field=group_field)
+    return str(value)
+
+
+def read_inspect_log(path: Path | str, *, scorer: str | None = None,
+                     group_field: str | None = None) -> InspectScores:
     """The per-sample scores of one log; see the module docstring for the mapping.
 
+    ``group_field`` names the sample metadata field holding each sample's cluster or stratum.
     Raises :class:`InputError` naming the file (and the sample) when the log cannot be read,
-    has no scorer, names no such scorer, or a score is not a number in [0, 1].
+    has no scorer, names no such scorer, a score is not a number in [0, 1], or a sample lacks
+    the ``group_field``.
     """
     log_api = _inspect_log_api()
     from inspect_ai.scorer import value_to_float
@@ -120,8 +144,11 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectS
     ids: list[str] = []
     epochs: list[int] = []
     scores: list[float] = []
+    groups: list[str] = []
+    errored = 0
     for s in summaries:
         if s.error is not None and not s.scores:
+            errored += 1
             continue
         if not s.scores or scorer not in s.scores:
             raise InputError(f"sample {s.id!r} (epoch {s.epoch}) has no score of scorer "
@@ -135,6 +162,8 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectS
         if not math.isfinite(f) or not 0.0 <= f <= 1.0:
             raise InputError(f"sample {s.id!r}: score {value!r} of scorer {scorer!r} is not "
                              "a number in [0, 1]", source=source)
+        if group_field is not None:
+            groups.append(_group_label(s, group_field, source))
         ids.append(str(s.id))
         epochs.append(int(s.epoch))
         scores.append(f)
@@ -142,47 +171,74 @@ def read_inspect_log(path: Path | str, *, scorer: str | None = None) -> InspectS
         source=source, task=str(header.eval.task), model=str(header.eval.model),
         scorer=scorer, status=str(header.status), item_ids=np.asarray(ids, dtype=object),
         epochs=np.asarray(epochs, dtype=np.int64), scores=np.asarray(scores, dtype=np.float64),
-        k=max(int(header.eval.config.epochs or 1), max(epochs, default=1)))
+        k=max(int(header.eval.config.epochs or 1), max(epochs, default=1)),
+        groups=None if group_field is None else np.asarray(groups, dtype=object),
+        errored=errored)
+
+
+#: Why a sample of a log was not sent (``passed_over`` key of post's account).
+ERRORED = "inspect_ai sample ended in an error, no score"
 
 
 def inspect_events(path: Path | str, *, benchmark: str | None = None, model: str | None = None,
-                   scorer: str | None = None) -> Iterator[tuple[dict[str, Any], str]]:
-    """(result, label) of every scored sample of a log, in the log's order."""
-    log = read_inspect_log(path, scorer=scorer)
+                   scorer: str | None = None, cluster_field: str | None = None,
+                   passed_over: MutableMapping[str, int] | None = None
+                   ) -> Iterator[tuple[dict[str, Any], str]]:
+    """(result, label) of every scored sample of a log, in the log's order; with
+    ``cluster_field`` each result's cluster is that sample metadata field. Samples left out
+    (an error, no score) are counted in ``passed_over``."""
+    log = read_inspect_log(path, scorer=scorer, group_field=cluster_field)
+    if passed_over is not None and log.errored:
+        passed_over[ERRORED] = passed_over.get(ERRORED, 0) + log.errored
     bench = benchmark or log.task
     name = model or log.model
-    for item, epoch, score in zip(log.item_ids.tolist(), log.epochs.tolist(),
-                                  log.scores.tolist(), strict=True):
+    groups = log.groups.tolist() if log.groups is not None else [None] * len(log)
+    for item, epoch, score, group in zip(log.item_ids.tolist(), log.epochs.tolist(),
+                                         log.scores.tolist(), groups, strict=True):
         # Each epoch is a sample of the item, and the log declares how many the benchmark
         # takes (k), so that a monitor holds it beside one-sample benchmarks.
-        yield ({"benchmark": bench, "item_id": item, "model": name, "score": score,
-                "sample": epoch - 1, "k": log.k},
-               f"{log.source}: sample {item}, epoch {epoch}")
+        event: dict[str, Any] = {"benchmark": bench, "item_id": item, "model": name,
+                                 "score": score, "sample": epoch - 1, "k": log.k}
+        if group is not None:
+            event["cluster"] = group
+        yield event, f"{log.source}: sample {item}, epoch {epoch}"
 
 
 def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str | None = None,
-                  scorer: str | None = None) -> ScoreTable:
+                  scorer: str | None = None, cluster_col: str | None = None,
+                  strata_col: str | None = None) -> ScoreTable:
     """The logs of several models as one items × models table of item means over epochs.
 
     With several epochs the table also holds every epoch's score (``repeats``: the epochs are
     repeated samples), so ``report`` states the between-item / within-item split as the live
     monitor holds them (K samples per item); the means are :func:`~monitor.stats.samples.cell_means`
-    of them, the live monitor's item means.
+    of them, the live monitor's item means. ``cluster_col`` or ``strata_col`` names the sample
+    metadata field that groups the items (sampled clusters or fixed strata); every sample of
+    an item must carry the same label.
     """
     from monitor.io.tables import ScoreTable
     from monitor.stats.samples import cell_means, mean_variance
 
-    logs = [read_inspect_log(p, scorer=scorer) for p in paths]
+    if cluster_col is not None and strata_col is not None:
+        raise ValueError("give `cluster_col` or `strata_col`, not both")
+    group_field = cluster_col if cluster_col is not None else strata_col
+    logs = [read_inspect_log(p, scorer=scorer, group_field=group_field) for p in paths]
     tasks = sorted({log.task for log in logs})
     if benchmark is None and len(tasks) > 1:  # post and watch would feed one board per task
         raise InputError(f"logs of several tasks ({', '.join(tasks)}): give the logs of one "
                          "task, or pass --benchmark to read them as one", source=str(paths[0]))
     item_index: dict[str, int] = {}
     model_index: dict[str, int] = {}
+    group_of: dict[str, str] = {}
     for log in logs:
         model_index.setdefault(model or log.model, len(model_index))
-        for i in log.item_ids.tolist():
+        labels = log.groups.tolist() if log.groups is not None else [None] * len(log)
+        for i, label in zip(log.item_ids.tolist(), labels, strict=True):
             item_index.setdefault(i, len(item_index))
+            if label is not None and group_of.setdefault(i, label) != label:
+                raise InputError(f"sample {i!r} has metadata {group_field}={label!r} here and "
+                                 f"{group_of[i]!r} in an earlier log or epoch: an item belongs "
+                                 "to one group", source=log.source, field=group_field)
     k = max((int(log.epochs.max()) for log in logs if len(log)), default=1)
     y = np.full((len(item_index), len(model_index), k), np.nan)
     for log in logs:
@@ -195,9 +251,15 @@ def inspect_table(paths: list[Path], *, benchmark: str | None = None, model: str
                              source=log.source)
         y[rows, col, log.epochs - 1] = log.scores
     repeated = k > 1
+    grouped = group_field is not None
     return ScoreTable(source=", ".join(map(str, paths)), benchmark=benchmark or logs[0].task,
                       item_ids=np.asarray(list(item_index), dtype=str),
                       models=tuple(model_index), scores=cell_means(y),
+                      groups=np.asarray([group_of[i] for i in item_index], dtype=str)
+                      if grouped else None,
+                      group_kind=("cluster" if cluster_col is not None else "strata")
+                      if grouped else None,
+                      group_col=group_field,
                       samples=(~np.isnan(y)).sum(axis=-1) if repeated else None,
                       mean_var=mean_variance(y) if repeated else None,
                       repeats=y if repeated else None)

@@ -14,7 +14,9 @@ Mapping to llm-monitor results (documented in docs/live.md):
   ``metrics`` list (harness ≥ 0.4.3 writes it), else the first present of
   acc, exact_match, acc_norm, pass@1, em, f1. It must be a number in [0, 1] (booleans count 0/1);
 - tasks with several filters (e.g. gsm8k's ``strict-match`` and ``flexible-extract``) log one
-  line per (doc, filter): ``filter`` selects one, by default the first seen in the file.
+  line per (doc, filter): ``filter`` selects one, by default the first seen in the file (the
+  first filter of the task's config: the harness logs the filters in that order). The lines
+  of the other filters, and blank lines, are counted in ``passed_over`` by why.
 
 :class:`SamplesParser` reads one line at a time (``llm-monitor watch`` follows files as the
 harness writes them); :func:`read_lmeval_samples` reads a whole file with it and
@@ -29,7 +31,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -148,7 +150,8 @@ class SamplesParser:
 
     The metric and the filter are fixed by the first scored line (unless given), so the lines
     of a file read in several passes — as ``watch`` does while the harness writes — get the
-    same choice as a single pass.
+    same choice as a single pass. ``passed_over`` counts the lines not scored, by why
+    (:func:`other_filter`, :data:`BLANK`).
     """
 
     def __init__(self, source: str, *, metric: str | None = None,
@@ -157,11 +160,16 @@ class SamplesParser:
         self.metric = metric
         self.filter = filter
         self.filters: dict[str, None] = {}  # every filter seen, in order
+        self.passed_over: dict[str, int] = {}
+
+    def _pass_over(self, why: str) -> None:
+        self.passed_over[why] = self.passed_over.get(why, 0) + 1
 
     def parse(self, raw: str | bytes, lineno: int) -> tuple[str, float] | None:
         """(doc_id, score) of one line; None for a blank line or a line of another filter."""
         source = self.source
         if not raw.strip():
+            self._pass_over(BLANK)
             return None
         try:
             rec = json.loads(raw)
@@ -179,6 +187,7 @@ class SamplesParser:
         if self.filter is None:
             self.filter = line_filter
         if line_filter is not None and line_filter != self.filter:
+            self._pass_over(other_filter(str(line_filter)))
             return None
         if self.metric is None:
             listed = [m for m in rec.get("metrics") or [] if m in rec]
@@ -191,6 +200,15 @@ class SamplesParser:
             raise InputError("missing", source=source, line=lineno, field=self.metric)
         return str(rec["doc_id"]), _score(rec[self.metric], source=source, line=lineno,
                                           field=self.metric)
+
+
+#: Why a blank line was passed over (``passed_over`` keys).
+BLANK = "blank line"
+
+
+def other_filter(name: str) -> str:
+    """Why a line of filter ``name`` (not the one read) was passed over (``passed_over`` key)."""
+    return f"lm-eval filter {name!r}"
 
 
 def no_samples(source: str, filter: str | None, filters: Iterable[str]) -> InputError:
@@ -282,6 +300,13 @@ def samples_table(
                              "of one task", source=str(paths[0]))
     files = [read_lmeval_samples(p, model=model, metric=metric, filter=filter,
                                  benchmark=benchmark) for p in paths]
+    chosen = {f.filter for f in files}
+    if len(chosen) > 1:  # each file's default is its own first filter: never mix them
+        first = {f.filter: f.source for f in reversed(files)}
+        raise InputError("the files' first filters differ ("
+                         + ", ".join(f"{name} in {first[name]}" for name in sorted(
+                             first, key=str)) + "): pass --filter to read one of them",
+                         source=files[0].source)
     item_index: dict[str, int] = {}
     cluster_of: dict[str, str | None] = {}
     model_index: dict[str, int] = {}
@@ -333,6 +358,8 @@ class SamplesFollower:
     ``offset``, ``lineno``, ``metric`` and ``filter`` are the whole state: a follower rebuilt
     from them (``watch`` keeps them in its state file) goes on where the last one stopped, with
     the same metric and filter. A line without its newline yet is left for the next call.
+    ``task_name`` keeps the task the first lines were read as when the file has been renamed
+    since (its new name may spell another task, and the rest of it must be the same items).
     """
 
     path: Path
@@ -343,19 +370,23 @@ class SamplesFollower:
     metric: str | None = None
     filter: str | None = None
     filters: dict[str, None] = field(default_factory=dict)  # seen by this follower
+    passed_over: dict[str, int] = field(default_factory=dict)  # lines not scored, by why
+    task_name: str | None = None
 
     @property
     def task(self) -> str:
-        return task_of(self.path)
+        return self.task_name or task_of(self.path)
 
-    def read_new(self, max_lines: int | None = None, *, finished: bool = False
-                 ) -> list[tuple[dict[str, object], str]]:
+    def read_new(self, max_lines: int | None = None, *, finished: bool = False,
+                 digest: Any = None) -> list[tuple[dict[str, object], str]]:
         """(result, ``file:line``) of every complete new scored line; advances the state.
 
         With ``max_lines``, at most that many lines are read (memory stays bounded on a large
         file): call again until :attr:`offset` stops moving to read the rest. ``finished``
         says the file is complete, so a last line without its newline is read too (``post``);
-        otherwise it waits for the rest of the line (``watch``).
+        otherwise it waits for the rest of the line (``watch``). ``digest`` (a hashlib object)
+        is updated with every byte consumed, as it was read (``watch`` keeps a fingerprint of
+        what it posted).
         """
         if max_lines is not None and max_lines < 1:
             raise ValueError(f"`max_lines` must be at least 1, got {max_lines}")
@@ -374,6 +405,8 @@ class SamplesFollower:
                         break  # end of file, or a line still being written
                     offset += len(raw)
                     lineno += 1
+                    if digest is not None:
+                        digest.update(raw)
                     parsed = parser.parse(raw, lineno)
                     if parsed is None:
                         continue
@@ -389,4 +422,6 @@ class SamplesFollower:
         self.offset, self.lineno = offset, lineno
         self.metric, self.filter = parser.metric, parser.filter
         self.filters.update(parser.filters)
+        for why, n in parser.passed_over.items():
+            self.passed_over[why] = self.passed_over.get(why, 0) + n
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from monitor.errors import InputError
+from monitor.errors import ConfigError, InputError
 from monitor.io.inspect import inspect_table, is_inspect_log
 from monitor.io.lmeval import looks_like_samples, samples_table
 from monitor.io.tables import ScoreTable, read_table
@@ -41,18 +41,30 @@ def read_scores(path: Path, *, benchmark: str | None = None, model: str | None =
                 metric: str | None = None, filter: str | None = None,
                 scorer: str | None = None, **table_options: Any) -> ScoreTable:
     """The score table of ``path``: harness output (see :func:`harness_files`) or a table
-    (``table_options`` go to :func:`~monitor.io.tables.read_table`)."""
+    (``table_options`` go to :func:`~monitor.io.tables.read_table`). Of the table options,
+    ``cluster_col`` and ``strata_col`` name a sample metadata field of inspect_ai logs and are
+    refused for lm-eval samples files; the others concern tables only."""
     if not path.exists():
         raise InputError("no such file or directory", source=str(path))
     samples, logs = harness_files(path)
     if samples and logs:
         raise InputError("holds both lm-eval samples files and inspect_ai logs; "
                          "give one kind", source=str(path))
+    cluster_col = table_options.get("cluster_col")
+    strata_col = table_options.get("strata_col")
     if samples:
+        if cluster_col is not None or strata_col is not None:
+            # Refused rather than ignored: the report would say "no groups" as if asked for none.
+            raise ConfigError(
+                f"--{'cluster' if cluster_col is not None else 'strata'}-col: lm-eval samples "
+                "files have no item column to group by; the subtasks of a group are its "
+                "clusters (read the group's directory, or pass --benchmark with its files)")
         return samples_table(samples, benchmark=benchmark, model=model, metric=metric,
                              filter=filter)
     if logs:
-        return inspect_table(logs, benchmark=benchmark, model=model, scorer=scorer)
+        # inspect_ai logs: the groups are a sample metadata field of that name.
+        return inspect_table(logs, benchmark=benchmark, model=model, scorer=scorer,
+                             cluster_col=cluster_col, strata_col=strata_col)
     if path.is_dir():
         raise InputError("no samples_*.jsonl or inspect_ai logs in this directory",
                          source=str(path))

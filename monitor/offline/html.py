@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.core.table import CLUSTER_ASSUMPTION
+from monitor.core.table import ASSUMPTIONS
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import replay_arrival
 from monitor.offline.report import ResolutionReport
@@ -421,6 +421,8 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     else:
         w(f"<li>groups: {_esc(groups['column'])} as {'sampled clusters' if kind == 'cluster' else 'fixed strata'} "
           f"({groups['n_groups']}).</li>")
+    for warning in rep.get("warnings", ()):
+        w(f"<li><b>warning:</b> {_esc(warning['message'])}.</li>")
     w(f"<li>family: {'adjacent pairs of the ranking' if rep['family'] == 'adjacent' else 'all pairs'} "
       f"({v['pairs']:,} pairs), correction {_esc(rep['correction'])}: N* sized at α' = "
       f"{rep['alpha_per_pair']:.3g} (α = {rep['alpha']:g}, power {rep['power']:g}).</li>")
@@ -531,7 +533,7 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     w("<li>N* = z²σ_D²/δ², z = z<sub>1−α'/2</sub> + z<sub>1−β</sub>; q = N/N*; "
       "MDE = zσ_D/√N.</li>")
     w("<li>q_cluster = N/(N*·DE) with the cluster-robust design effect; the cluster verdict "
-      f"assumes {_esc(CLUSTER_ASSUMPTION)}.</li>")
+      f"assumes {_esc(ASSUMPTIONS['clusters'])}.</li>")
     w("<li>E_n: the pair's e-process (exact McNemar mixture for 0/1 scores, bounded "
       "gamma-exponential mixture otherwise); resolved anytime the first time one of its "
       "one-sided halves reaches 2/γ (so E ≥ 1/γ), γ the pair's fixed share of α (online "

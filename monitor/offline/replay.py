@@ -13,11 +13,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from monitor.core.config import MARGIN
 from monitor.defaults import PLANNED_MODELS
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
 from monitor.stats.board import pair_sums
-from monitor.stats.figures import pair_figures
+from monitor.stats.cluster_sequential import CLUSTER_ITEMS, ClusterPaths, advance_clusters
+from monitor.stats.figures import ClusterDecisions, Design, pair_figures
 from monitor.stats.ranks import rank_sets_from_resolved, tiers
 from monitor.stats.sequential import (
     PairPaths,
@@ -52,6 +54,28 @@ def replay_arrival(table: ScoreTable, *, order: str, seed: int | None
     return perm, np.where(np.isnan(x), -1, np.arange(n * kk, dtype=np.int64).reshape(n, kk))
 
 
+def design_of(table: ScoreTable) -> Design:
+    """The design a table's groups declare: ``--cluster-col`` sampled clusters, ``--strata-col``
+    fixed strata, no groups exchangeable items."""
+    if table.groups is None:
+        return "items"
+    return "clusters" if (table.group_kind or "cluster") == "cluster" else "strata"
+
+
+def cluster_codes(table: ScoreTable) -> np.ndarray:
+    """Each item's cluster as an id ≥ 1 (0: no label), for the sampled-clusters decision."""
+    if table.groups is None:
+        return np.zeros(len(table.item_ids), dtype=np.int64)
+    labels = np.asarray(table.groups, dtype=object)
+    named = np.array([g is not None and g == g and str(g) != "" for g in labels.tolist()],
+                     dtype=bool)
+    codes = np.zeros(labels.size, dtype=np.int64)
+    if named.any():
+        _, inverse = np.unique(labels[named].astype(str), return_inverse=True)
+        codes[named] = inverse.reshape(-1) + 1
+    return codes
+
+
 def _decide(
     table: ScoreTable,
     pairs: tuple[np.ndarray, np.ndarray],
@@ -61,9 +85,12 @@ def _decide(
     seed: int | None,
     planned_models: int,
     rule: str,
-) -> tuple[PairPaths, np.ndarray, np.ndarray]:
+    cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
+) -> tuple[PairPaths, np.ndarray, np.ndarray, ClusterPaths | None]:
     """The sequential pass of :func:`anytime_replay`: the pairs' paths (first-born model first),
-    their shares of α, and whether A = a[k] is the first-born model of each pair."""
+    their shares of α, whether A = a[k] is the first-born model of each pair, and — when the
+    table's groups are sampled clusters — the pairs' clustered decisions (same orientation)."""
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
     if rule not in RULES:
@@ -97,6 +124,11 @@ def _decide(
 
     paths = PairPaths.empty(m)
     zero = np.zeros(m)
+    clustered = design_of(table) == "clusters"
+    codes = cluster_codes(table)
+    if perm is not None:
+        codes = codes[perm]
+    cpaths = ClusterPaths.empty(m, int(codes.max(initial=0)) + 1) if clustered else None
     chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
     for start in range(0, m, chunk):
         cols = np.arange(start, min(start + chunk, m))
@@ -109,8 +141,12 @@ def _decide(
         va, vb = xa[rr, pp], xb[rr, pp]
         nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
         advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
-                log_threshold=log_thr)
-    return paths, shares, a_first
+                log_threshold=log_thr, margin=margin)
+        if cpaths is not None:
+            rows = seq[rr, pp]  # each item's row of the (replay-ordered) table
+            advance_clusters(cpaths, cols[pp], codes[rows], va - vb, rr.astype(np.float64) + 1.0,
+                             r=cluster_items, log_threshold=log_thr, margin=margin)
+    return paths, shares, a_first, cpaths
 
 
 def anytime_replay(
@@ -123,6 +159,8 @@ def anytime_replay(
     seed: int | None = None,
     planned_models: int = PLANNED_MODELS,
     rule: str = "board",
+    cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> AnytimeReplay:
     """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
 
@@ -132,10 +170,14 @@ def anytime_replay(
     :func:`monitor.stats.sequential.advance`, the function the live core calls, so the two
     agree on the same order. ``rule="family"``: every pair of these m at α/m (e-Bonferroni over
     a family fixed in advance; what the live monitor did before it kept one guarantee for the
-    board's life), kept for comparison.
+    board's life), kept for comparison. A table whose groups are sampled clusters
+    (``--cluster-col``) is decided by the sampled-clusters rule
+    (:mod:`monitor.stats.cluster_sequential`, ``cluster_items`` items per observation), as
+    the live monitor decides a benchmark of that design.
     """
-    paths, shares, a_first = _decide(table, pairs, alpha=alpha, order=order, seed=seed,
-                                     planned_models=planned_models, rule=rule)
+    paths, shares, a_first, cpaths = _decide(
+        table, pairs, alpha=alpha, order=order, seed=seed, planned_models=planned_models,
+        rule=rule, cluster_items=cluster_items, margin=margin)
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     # The final figures of A − B: the sums on the shared items (the board's, with the table's
@@ -143,13 +185,24 @@ def anytime_replay(
     _, _, sums = pair_sums(table.scores, pairs=(a_idx, b_idx), groups=table.groups,
                            group_kind=table.group_kind or "cluster")
     oriented = paths.seen_from(np.arange(a_idx.size), ~a_first)
-    figures = pair_figures(replace(sums, paths=oriented), alpha=alpha, power=power,
-                           e_alpha=shares)
+    design = design_of(table)
+    clusters = None
+    if cpaths is not None:
+        sign = np.where(a_first, 1, -1)
+        clusters = ClusterDecisions(
+            r=cluster_items, n_obs=cpaths.n_obs, s=cpaths.s * sign, v=cpaths.v,
+            decided=(cpaths.decided * sign).astype(np.int8), decided_n=cpaths.decided_n,
+            decided_obs=cpaths.decided_obs, decided_log_e=cpaths.decided_log_e,
+            seen=int(cluster_codes(table).max(initial=0)), equivalent=cpaths.equivalent)
+    figures = pair_figures(replace(sums, paths=oriented, design=design, clusters=clusters),
+                           alpha=alpha, power=power, e_alpha=shares)
+    code = figures.verdict_code()
+    decided_n = cpaths.decided_n if cpaths is not None else paths.decided_n
     return AnytimeReplay(
         order=order, seed=seed, alpha=alpha, rule=rule, planned_models=planned_models,
         figures=figures,
         first_resolved_at=tuple(round(float(n)) if dec else None
-                                for n, dec in zip(paths.decided_n, paths.decided, strict=True)))
+                                for n, dec in zip(decided_n, code, strict=True)))
 
 
 def with_anytime(
@@ -160,28 +213,35 @@ def with_anytime(
     seed: int | None = None,
     planned_models: int = PLANNED_MODELS,
     rule: str = "board",
+    cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> ResolutionReport:
     """``report`` with the anytime replay of its family's pairs (same α and power), and the
     anytime rank sets and tiers of every model from the decisions of all pairs."""
     res = report.figures
     replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
-                            order=order, seed=seed, planned_models=planned_models, rule=rule)
+                            order=order, seed=seed, planned_models=planned_models, rule=rule,
+                            cluster_items=cluster_items, margin=margin)
     k = len(table.models)
     if report.family == "all":
-        a_all, b_all, decided = res.a, res.b, replay.figures.decided
+        a_all, b_all, decided = res.a, res.b, replay.figures.verdict_code()
     else:
         # Every other pair only for its decision: no figures, no intervals.
         present = (~np.isnan(table.scores)).astype(float)
         a_all, b_all = np.triu_indices(k, 1)
         shared = (present.T @ present)[a_all, b_all] > 0
         a_all, b_all = a_all[shared], b_all[shared]
-        paths, _, a_first = _decide(table, (a_all, b_all), alpha=report.alpha, order=order,
-                                    seed=seed, planned_models=planned_models, rule=rule)
-        decided = paths.decided * np.where(a_first, 1, -1)
+        paths, _, a_first, cpaths = _decide(
+            table, (a_all, b_all), alpha=report.alpha, order=order, seed=seed,
+            planned_models=planned_models, rule=rule, cluster_items=cluster_items,
+            margin=margin)
+        chosen = paths.decided if cpaths is None else cpaths.decided
+        decided = chosen * np.where(a_first, 1, -1)
     above = np.zeros((k, k), dtype=bool)
     if decided is not None:
-        above[a_all[decided > 0], b_all[decided > 0]] = True
-        above[b_all[decided < 0], a_all[decided < 0]] = True
+        # resolutions separate models (+1: A above, −1: B above; 2, equivalent, does not)
+        above[a_all[decided == 1], b_all[decided == 1]] = True
+        above[b_all[decided == -1], a_all[decided == -1]] = True
     index = {name: j for j, name in enumerate(table.models)}
     order_cols = np.array([index[e.model] for e in report.ranking], dtype=np.int64)
     ranked = above[np.ix_(order_cols, order_cols)]

@@ -34,6 +34,7 @@ from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board, board_sums
+from monitor.stats.clusters import MIN_CLUSTERS, de_relative_se
 from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures, e_of
 from monitor.stats.ranks import METHODS as RANK_METHODS
@@ -225,12 +226,25 @@ class AnytimeReplay:
             opt("q_anytime", f.q_anytime),
             PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
             PairColumn("resolved_anytime", "bool", np.array([x is not None for x in first])),
-            PairColumn("anytime_direction", "int",
-                       np.zeros(idx.size, dtype=np.int64) if f.decided is None
-                       else f.decided[idx].astype(np.int64)),
+            PairColumn("anytime_direction", "int", f.verdict_code()[idx].astype(np.int64)),
             PairColumn("first_resolved_at", "any", first),
-            # sampled clusters, asymptotic in the number of clusters: at the end of the table
-            opt("cs_cluster_low", f.cs_cluster_low), opt("cs_cluster_high", f.cs_cluster_high),
+            PairColumn("design", "str", [f.design] * idx.size),
+        ] + (self._cluster_columns(idx) if f.design == "clusters" else [])
+
+    def _cluster_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
+        """Sampled clusters: each pair's cluster observations, their e-value, the clusters a
+        decision needs at the pair's share, and why a pair is not decidable."""
+        f = self.figures
+        assert f.cluster_obs is not None and f.cluster_log_e is not None
+        assert f.cluster_min is not None
+        decidable = f.decidable()[idx]
+        return [
+            PairColumn("cluster_observations", "count", np.rint(f.cluster_obs[idx])),
+            PairColumn("cluster_e_value", "float",
+                       np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
+            PairColumn("clusters_seen", "int", np.full(idx.size, f.clusters_seen)),
+            PairColumn("clusters_needed", "count", f.cluster_min[idx]),
+            PairColumn("decidable", "bool", decidable),
         ]
 
     def summary(self, binary: bool) -> dict[str, Any]:
@@ -321,6 +335,10 @@ class ResolutionReport:
         else:
             g = np.zeros(0)
             out.append(null("design_effect"))
+        # The clusters holding the pair's items: how much the design effect can be trusted
+        # (a warning below MIN_CLUSTERS, see warnings()).
+        out.append(PairColumn("n_clusters", "count", res.n_clusters[idx])
+                   if cluster and res.n_clusters is not None else null("n_clusters"))
         if cluster:
             # N*_cluster = N* · max(DE · G/(G − 1), 1) = n / q_cluster
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -350,6 +368,33 @@ class ResolutionReport:
         if self.anytime is not None:
             out += self.anytime.pair_columns(idx)
         return out
+
+    def warnings(self) -> list[dict[str, Any]]:
+        """What the reader must know before acting on the figures, as JSON objects with a
+        ``kind`` and a ``message``. ``few-clusters``: some pairs' design effect comes from fewer
+        than :data:`~monitor.stats.clusters.MIN_CLUSTERS` clusters."""
+        res = self.figures
+        if res.group_kind != "cluster" or res.n_clusters is None or not len(res):
+            return []
+        g = np.asarray(res.n_clusters, dtype=np.float64)
+        few = g < MIN_CLUSTERS
+        if not few.any():
+            return []
+        low = int(g[few].min())
+        rse = de_relative_se(low)
+        why = ("no between-cluster variance can be estimated from one cluster" if low < 2 else
+               f"the cluster-robust variance then has about {low - 1} degree"
+               f"{'s' if low > 2 else ''} of freedom: its relative standard error is about "
+               f"{rse:.0%} and it tends to be too small")
+        return [{
+            "kind": "few-clusters", "n_clusters": low, "min_clusters": MIN_CLUSTERS,
+            "pairs": int(few.sum()),
+            "message": (f"the design effect of {int(few.sum())} of {len(res)} pairs comes from "
+                        f"{low}{'' if g[few].max() == low else ' or more'} clusters, fewer "
+                        f"than {MIN_CLUSTERS}; {why}. Read DE, N*_cluster and q_cluster as "
+                        "indicative; if the groups are fixed by design, --strata-col asks the "
+                        "question that does not need many of them (docs/clusters-vs-strata.md)"),
+        }]
 
     def pair_dicts(self, ks: Sequence[int] | NDArray[np.int64] | None = None
                    ) -> list[dict[str, Any]]:
@@ -388,6 +433,7 @@ class ResolutionReport:
             "ranking": [self._rank_entry(e) for e in self.ranking],
             "pairs": self.pair_dicts(pairs),
             "verdicts": verdicts,
+            "warnings": self.warnings(),
         }
         if self.selection is not None:
             out["selection"] = dict(self.selection)

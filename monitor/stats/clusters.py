@@ -12,11 +12,21 @@ Two questions, two answers (docs/clusters-vs-strata.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+#: The fewest clusters from which a report reads the cluster-robust design effect without a
+#: warning. Var_cr is a sum of G squared cluster totals, with about G − 1 degrees of freedom:
+#: below 30 clusters its relative standard error √(2/(G − 1)) (:func:`de_relative_se`) is
+#: above a quarter, the Student t quantile with G − 1 degrees of freedom exceeds the normal
+#: quantile N* is sized with by more than 4 % (t₀.₉₇₅,₂₉ = 2.045 against 1.960), and the
+#: plug-in Var_cr is biased downward — Cameron & Miller (2015, "A Practitioner's Guide to
+#: Cluster-Robust Inference", §VI) put "few clusters" somewhere below 20 to 50.
+MIN_CLUSTERS = 30
 
 
 def _check_d(d: ArrayLike) -> NDArray[np.float64]:
@@ -169,6 +179,20 @@ def strata_design_effect(d: ArrayLike, strata: ArrayLike) -> float:
     var_iid = float(np.var(x)) / x.size
     strat = stratified_variance(x, strata)
     return strat / var_iid if var_iid > 0 else 1.0
+
+
+def de_relative_se(n_clusters: int) -> float:
+    """About how far, relatively, a variance estimated from ``n_clusters`` cluster totals is
+    from the truth: √(2/(G − 1)), the relative standard error of a χ²_{G−1}/(G − 1) variance
+    (∞ below two clusters: no between-cluster variance can be estimated).
+
+    Examples
+    --------
+    >>> round(de_relative_se(14), 2), round(de_relative_se(30), 2), de_relative_se(1)
+    (0.39, 0.26, inf)
+    """
+    g = int(n_clusters)
+    return math.sqrt(2.0 / (g - 1)) if g > 1 else math.inf
 
 
 def n_star_cluster(n_star: ArrayLike, de: ArrayLike) -> Any:

@@ -55,9 +55,13 @@ from monitor.stats.sequential import PairPaths
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 GroupKind = Literal["cluster", "strata"]
+#: A benchmark's declared design: exchangeable items, fixed strata, or sampled clusters
+#: (docs/clusters-vs-strata.md). It decides which decision is a pair's verdict.
+Design = Literal["items", "strata", "clusters"]
+DESIGNS: tuple[Design, ...] = ("items", "strata", "clusters")
 
-__all__ = ["GroupSums", "PairFigures", "PairRecord", "PairSums", "pair_figures",
-           "plugin_estimates", "sizing_estimates"]
+__all__ = ["DESIGNS", "ClusterDecisions", "GroupSums", "PairFigures", "PairRecord", "PairSums",
+           "pair_figures", "plugin_estimates", "sizing_estimates"]
 
 
 def e_of(log_e: float) -> float:
@@ -92,6 +96,31 @@ class GroupSums:
 
 
 @dataclass(frozen=True, eq=False)
+class ClusterDecisions:
+    """Per pair, the sampled-clusters sequential state (:mod:`monitor.stats.cluster_sequential`)
+    as the kernel reads it: cluster observations entered ``n_obs`` with the sums of their
+    totals ``s`` and ``v`` (Z = total/``r``), the decision (``decided`` ±1/0, the paired items
+    ``decided_n`` and observations ``decided_obs`` then, ``decided_log_e``) and ``seen`` — the
+    clusters the board has — against which a pair is decidable or not."""
+
+    r: int
+    n_obs: FloatArray
+    s: FloatArray
+    v: FloatArray
+    decided: NDArray[np.int8]
+    decided_n: FloatArray
+    decided_obs: FloatArray
+    decided_log_e: FloatArray
+    seen: int
+    equivalent: NDArray[np.int8] | None = None
+
+    def take(self, idx: Any) -> ClusterDecisions:
+        out = replace(self, **{name: getattr(self, name)[idx] for name in (
+            "n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e")})
+        return out if self.equivalent is None else replace(out, equivalent=self.equivalent[idx])
+
+
+@dataclass(frozen=True, eq=False)
 class PairSums:
     """Mergeable sufficient statistics of many pairs (A, B), one array entry per pair.
 
@@ -100,6 +129,8 @@ class PairSums:
     scores are all 0 or 1 (then n11 = sab, n10 = sa − sab, n01 = sb − sab). ``paths``, when
     given, is each pair's sequential state (:class:`monitor.stats.sequential.PairPaths`): its
     e-process kind, switch and decision; without it the e-process follows ``binary``.
+    ``design`` is the benchmark's declared design; under ``"clusters"``, ``clusters`` carries
+    each pair's sampled-clusters decision, which is then the pair's verdict.
     """
 
     n: FloatArray
@@ -113,16 +144,19 @@ class PairSums:
     binary: BoolArray
     groups: GroupSums | None = None
     paths: PairPaths | None = None
+    design: Design = "items"
+    clusters: ClusterDecisions | None = None
 
     @classmethod
     def build(cls, *, n: ArrayLike, sa: ArrayLike, sb: ArrayLike, saa: ArrayLike,
               sbb: ArrayLike, sab: ArrayLike, binary: ArrayLike,
-              groups: GroupSums | None = None, paths: PairPaths | None = None) -> PairSums:
+              groups: GroupSums | None = None, paths: PairPaths | None = None,
+              design: Design = "items", clusters: ClusterDecisions | None = None) -> PairSums:
         """Sums from the per-model sums on the paired items (S and V follow from them)."""
         a, b, aa, bb, ab = _arr(sa), _arr(sb), _arr(saa), _arr(sbb), _arr(sab)
         return cls(n=_arr(n), s=a - b, v=aa + bb - 2.0 * ab, sa=a, sb=b, saa=aa, sbb=bb,
                    sab=ab, binary=np.broadcast_to(np.asarray(binary, dtype=bool), a.shape),
-                   groups=groups, paths=paths)
+                   groups=groups, paths=paths, design=design, clusters=clusters)
 
     @classmethod
     def from_scores(cls, x_a: ArrayLike, x_b: ArrayLike) -> PairSums:
@@ -142,7 +176,9 @@ class PairSums:
                         sb=self.sb[idx], saa=self.saa[idx], sbb=self.sbb[idx],
                         sab=self.sab[idx], binary=self.binary[idx],
                         groups=None if self.groups is None else self.groups.take(idx),
-                        paths=None if self.paths is None else self.paths.take(idx))
+                        paths=None if self.paths is None else self.paths.take(idx),
+                        design=self.design,
+                        clusters=None if self.clusters is None else self.clusters.take(idx))
 
 
 def plugin_estimates(n: ArrayLike, s: ArrayLike, v: ArrayLike) -> tuple[Any, Any]:
@@ -220,9 +256,18 @@ class PairFigures:
     decided: NDArray[np.int8] | None
     decided_n: FloatArray | None
     decided_log_e: FloatArray | None
-    cs_cluster_low: FloatArray | None
-    cs_cluster_high: FloatArray | None
+    equivalent: NDArray[np.int8] | None
     n_clusters: FloatArray | None
+    design: Design
+    cluster_obs: FloatArray | None
+    cluster_log_e: FloatArray | None
+    cluster_decided: NDArray[np.int8] | None
+    cluster_equivalent: NDArray[np.int8] | None
+    cluster_decided_n: FloatArray | None
+    cluster_decided_obs: FloatArray | None
+    cluster_decided_log_e: FloatArray | None
+    cluster_min: FloatArray | None
+    clusters_seen: int
     alpha: float
     e_alpha: FloatArray
     power: float
@@ -250,6 +295,28 @@ class PairFigures:
             return self.decided != 0
         return self.log_e >= -np.log(self.e_alpha)
 
+    def verdict_code(self) -> NDArray[np.int8]:
+        """The pair's verdict under the declared design: +1 (A resolved better), −1 (B),
+        2 (equivalent within the margin), 0 (open). Sampled clusters: the clustered decision;
+        otherwise the item-level one."""
+        if self.design == "clusters":
+            decided, equivalent = self.cluster_decided, self.cluster_equivalent
+        else:
+            decided, equivalent = self.decided, self.equivalent
+        code = (np.zeros(self.n.shape, np.int8) if decided is None
+                else np.asarray(decided, dtype=np.int8).copy())
+        if equivalent is not None:
+            code[np.asarray(equivalent) != 0] = 2
+        return code
+
+    def decidable(self) -> BoolArray:
+        """False where the design allows no decision: sampled clusters, with fewer clusters
+        on the board than any decision at the pair's share needs."""
+        if self.design != "clusters" or self.cluster_min is None:
+            return np.ones(self.n.shape, dtype=bool)
+        return np.asarray((self.clusters_seen >= self.cluster_min)
+                          | (self.verdict_code() != 0), dtype=bool)
+
     def record(self, k: int) -> PairRecord:
         """The figures of pair ``k`` as plain Python numbers."""
         def at(x: FloatArray | None) -> float | None:
@@ -271,10 +338,29 @@ class PairFigures:
             n_star_anytime=at(self.n_star_anytime), q_anytime=at(self.q_anytime),
             e_alpha=float(self.e_alpha[k]),
             decided=None if self.decided is None else int(self.decided[k]),
+            equivalent=None if self.equivalent is None else bool(self.equivalent[k]),
             decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
             decided_log_e=at(self.decided_log_e),
-            cs_cluster_low=at(self.cs_cluster_low), cs_cluster_high=at(self.cs_cluster_high),
             n_clusters=None if self.n_clusters is None else round(float(self.n_clusters[k])),
+            design=self.design,
+            cluster_obs=None if self.cluster_obs is None else round(float(self.cluster_obs[k])),
+            cluster_log_e=at(self.cluster_log_e),
+            cluster_decided=(None if self.cluster_decided is None
+                             else int(self.cluster_decided[k])),
+            cluster_decided_n=(None if self.cluster_decided_n is None
+                               or not self.cluster_decided_n[k]
+                               else round(float(self.cluster_decided_n[k]))),
+            cluster_decided_obs=(None if self.cluster_decided_obs is None
+                                 or not self.cluster_decided_obs[k]
+                                 else round(float(self.cluster_decided_obs[k]))),
+            cluster_decided_log_e=(None if self.cluster_decided_log_e is None
+                                   or self.cluster_decided is None
+                                   or not self.cluster_decided[k]
+                                   else float(self.cluster_decided_log_e[k])),
+            cluster_min=(None if self.cluster_min is None
+                         else round(float(self.cluster_min[k]))),
+            clusters_seen=self.clusters_seen,
+            verdict_code=int(self.verdict_code()[k]), decidable=bool(self.decidable()[k]),
         )
 
 
@@ -309,11 +395,35 @@ class PairRecord:
     q_anytime: float | None
     e_alpha: float
     decided: int | None
+    equivalent: bool | None
     decided_n: int | None
     decided_log_e: float | None
-    cs_cluster_low: float | None
-    cs_cluster_high: float | None
     n_clusters: int | None
+    design: Design
+    cluster_obs: int | None
+    cluster_log_e: float | None
+    cluster_decided: int | None
+    cluster_decided_n: int | None
+    cluster_decided_obs: int | None
+    cluster_decided_log_e: float | None
+    cluster_min: int | None
+    clusters_seen: int
+    verdict_code: int
+    decidable: bool
+
+    @property
+    def headline_decided_n(self) -> int | None:
+        """The paired items at which the verdict was taken (None while open)."""
+        if self.verdict_code == 0:
+            return None
+        return self.cluster_decided_n if self.design == "clusters" else self.decided_n
+
+    @property
+    def headline_decided_log_e(self) -> float | None:
+        """log E at the decision of the verdict (None while open)."""
+        if self.verdict_code == 0:
+            return None
+        return self.cluster_decided_log_e if self.design == "clusters" else self.decided_log_e
 
     @property
     def e_value(self) -> float:
@@ -383,7 +493,7 @@ def pair_figures(
 
     from monitor.stats import eprocess as ep
     from monitor.stats.anytime_size import n_star_anytime
-    from monitor.stats.cluster_cs import cs_cluster
+    from monitor.stats.cluster_sequential import log_e_cluster_sides, min_clusters
     from monitor.stats.sequential import BOUNDED, MCNEMAR, UNSET, log_e_paths
 
     alpha = _check_level("alpha", alpha)
@@ -472,12 +582,13 @@ def pair_figures(
         q_av = _ratio(n, n_av)
 
     g = sums.groups
-    cs_cl_low = cs_cl_high = None
-    if g is not None and g.kind == "cluster" and g.n_groups > 0:
-        # The cluster-aware anytime interval (sampled clusters, valid as G grows), beside the
-        # item-level e-process: monitor.stats.cluster_cs.
-        cs_cl_low, cs_cl_high = cs_cluster(n, s, t2=g.t2, tn=g.tn, n2=g.n2,
-                                           n_clusters=g.count, alpha=e_levels)
+    cl = sums.clusters
+    cl_log_e = cl_min = None
+    if cl is not None:
+        r = float(cl.r)
+        plus, minus = log_e_cluster_sides(cl.n_obs, cl.s / r, cl.v / (r * r))
+        cl_log_e = np.asarray(np.logaddexp(plus, minus) - math.log(2.0), dtype=float)
+        cl_min = np.asarray([min_clusters(float(x)) for x in e_levels], dtype=float)
     return PairFigures(
         n=n, s=s, v=v, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
         binary=binary, n11=n11, n10=n10, n01=n01, n00=n00, n_star=n_star, q=q, mde=mde,
@@ -485,10 +596,19 @@ def pair_figures(
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
         cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
         decided=None if paths is None else paths.decided,
+        equivalent=None if paths is None else paths.equivalent,
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
-        cs_cluster_low=cs_cl_low, cs_cluster_high=cs_cl_high,
-        n_clusters=None if g is None or g.kind != "cluster" or g.n_groups == 0 else g.count,
+        # The clusters holding each pair's paired items (sampled clusters' design effect).
+        n_clusters=(None if g is None or g.kind != "cluster" or g.n_groups == 0
+                    else g.count),
+        design=sums.design, cluster_obs=None if cl is None else cl.n_obs,
+        cluster_log_e=cl_log_e, cluster_decided=None if cl is None else cl.decided,
+        cluster_equivalent=None if cl is None else cl.equivalent,
+        cluster_decided_n=None if cl is None else cl.decided_n,
+        cluster_decided_obs=None if cl is None else cl.decided_obs,
+        cluster_decided_log_e=None if cl is None else cl.decided_log_e,
+        cluster_min=cl_min, clusters_seen=0 if cl is None else cl.seen,
         alpha=alpha, e_alpha=e_levels, power=power,
     )
 

@@ -5,6 +5,7 @@ inspect's tiktoken token counter, which downloads its encoding at run time, is r
 length estimate) with two epochs each. The logs it writes (``.eval``, and ``.json`` through
 inspect_ai's own ``write_eval_log``) are read back with llm-monitor: each model's mean score
 is inspect_ai's ``accuracy`` metric, in ``report`` and in a live monitor fed with ``post``.
+A sample metadata field (``subject``) groups the items for ``--cluster-col``/``--strata-col``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from inspect_ai.solver import generate
 
 out = sys.argv[1]
 n = 12
-dataset = [Sample(input=f"What is {i} + 1?", target=str(i + 1), id=f"q{i}") for i in range(n)]
+dataset = [Sample(input=f"What is {i} + 1?", target=str(i + 1), id=f"q{i}",
+                  metadata={"subject": f"s{i % 4}"}) for i in range(n)]
 metrics = {}
 for name, wrong in (("alpha", {1, 4, 7}), ("beta", {0, 2, 3, 5, 6, 9, 10})):
     # Two epochs; some items wrong in one epoch only, so item means of 0.5 occur.
@@ -152,3 +154,52 @@ def test_watch_posts_new_inspect_samples_once(
         srv.stop()
     assert status == 200
     _same_as_inspect(live, metrics)
+
+
+def test_a_sample_metadata_field_groups_the_items(
+        inspect_logs: tuple[Path, dict[str, dict[str, float]]], tmp_path: Path) -> None:
+    """``report LOGDIR --cluster-col subject`` reads the samples' metadata field ``subject`` (the
+    option was silently ignored: no groups, no design effect); the figures are those of the
+    long table of the same scores with a subject column, and ``post --cluster-col`` gives the
+    live monitor the same clusters."""
+    from monitor.io.inspect import read_inspect_log
+
+    out, _ = inspect_logs
+    logs = sorted((out / "eval").iterdir())
+    res = cli("report", str(out / "eval"), "--cluster-col", "subject", "--json")
+    assert res.returncode == 0, res.stderr
+    grouped = json.loads(res.stdout)
+    assert (grouped["groups"]["kind"], grouped["groups"]["column"],
+            grouped["groups"]["n_groups"]) == ("cluster", "subject", 4)
+    rows = ["item_id,model,sample,score,subject"]
+    for path in logs:
+        log = read_inspect_log(path)
+        rows += [f"{i},{log.model},{e - 1},{s:g},s{int(i[1:]) % 4}"
+                 for i, e, s in zip(log.item_ids, log.epochs, log.scores, strict=True)]
+    table = tmp_path / "tiny_arith_long.csv"
+    table.write_text("\n".join(rows) + "\n")
+    for option, kind in (("--cluster-col", "cluster"), ("--strata-col", "strata")):
+        res = cli("report", str(out / "eval"), option, "subject", "--json")
+        assert res.returncode == 0, res.stderr
+        got = json.loads(res.stdout)
+        ref = json.loads(cli("report", str(table), option, "subject", "--json").stdout)
+        assert got["groups"]["kind"] == kind
+        for a, b in zip(got["pairs"], ref["pairs"], strict=True):
+            assert a["design_effect"] == pytest.approx(b["design_effect"], rel=1e-12)
+            assert a[f"q_{kind}"] == pytest.approx(b[f"q_{kind}"], rel=1e-12)
+    res = cli("report", str(out / "eval"), "--cluster-col", "nonesuch")
+    assert res.returncode == 2
+    assert "has no metadata field 'nonesuch' (its fields: subject" in res.stderr
+    assert str(logs[0]) in res.stderr
+    srv = Server(tmp_path / "m.db").start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        res = cli("post", *map(str, logs), "--url", url, "--cluster-col", "subject", "--json")
+        assert res.returncode == 0, res.stderr
+        _, live = srv.get_json("/v1/benchmarks/tiny_arith/ranking")
+    finally:
+        srv.stop()
+    (pair,) = live["pairs"]
+    # the four subjects reached the live board as the items' clusters (the design effect's)
+    assert pair["design"] == "items" and pair["n_clusters"] == 4
+    assert pair["de"] == pytest.approx(grouped["pairs"][0]["design_effect"], rel=1e-9)

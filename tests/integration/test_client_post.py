@@ -156,6 +156,12 @@ def test_post_command_names_rejected_lines_and_fails(server: Server, tmp_path: P
     assert res.returncode == 1
     assert f"rejected {path}:2: conflict" in res.stdout
     assert "accepted 0, duplicate 2, conflict 1, invalid 0" in res.stdout
+    # Posted again, the conflict is still one: the monitor holds another score for line 2.
+    again = cli("post", str(path), "--url", url, "--json")
+    assert again.returncode == 1, again.stdout
+    account = json.loads(again.stdout)
+    assert (account["duplicate"], account["conflict"]) == (2, 1)
+    assert [(r["source"], r["reason"]) for r in account["rejected"]] == [(f"{path}:2", "conflict")]
 
 
 # -- retries against a real HTTP server that fails first -----------------------------------
@@ -242,15 +248,23 @@ def test_connection_refused_is_retried_until_the_monitor_is_up(tmp_path: Path) -
         client.post(_events(2, model="a", p=0.5, seed=0))
 
 
-@pytest.mark.parametrize(("args", "mean"), [((), 1 / 3), (("--filter", "flexible-extract"), 2 / 3)])
+@pytest.mark.parametrize(("args", "mean", "other"), [
+    ((), 1 / 3, "flexible-extract"), (("--filter", "flexible-extract"), 2 / 3, "strict-match")])
 def test_replay_and_post_choose_the_lmeval_filter(tmp_path: Path, args: tuple[str, ...],
-                                                  mean: float) -> None:
+                                                  mean: float, other: str) -> None:
     gsm = next(FIXTURES.rglob("samples_gsm8k_*.jsonl"))  # strict 0,1,0; flexible 1,1,0
     replayed = Server(tmp_path / "r.db", "--replay", str(gsm), *args).start()
     posted = Server(tmp_path / "p.db").start()
     try:
         res = cli("post", str(gsm), "--url", f"http://127.0.0.1:{posted.port}", *args)
         assert res.returncode == 0, res.stderr
+        # The other filter's lines are in the account: 3 posted + 3 passed over = 6 lines.
+        assert (f"accepted 3, duplicate 0, conflict 0, invalid 0; passed over 3 lines "
+                f"(3 lm-eval filter '{other}')") in res.stdout
+        res = cli("post", str(gsm), "--url", f"http://127.0.0.1:{posted.port}", *args, "--json")
+        account = json.loads(res.stdout)
+        assert (account["events"], account["passed_over"]) == (
+            3, {f"lm-eval filter '{other}'": 3})
         for srv in (replayed, posted):
             assert _wait_ranked(srv, "gsm8k"), "the results never reached the ranking"
             _, ranking = srv.get_json("/v1/benchmarks/gsm8k/ranking")

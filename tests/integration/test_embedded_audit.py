@@ -191,3 +191,43 @@ def test_state_change_series_exist_at_zero_before_the_first_change(tmp_path: Pat
             assert line in text.splitlines(), text
     finally:
         srv.kill()
+
+
+def test_post_of_a_stability_events_file_gives_the_offline_flip_rates(tmp_path: Path) -> None:
+    """``post`` reads the file ``stability --events-out`` writes as curl sends it: each line one
+    result, its variant kept (it was read as a table, where an item's perturbed variants are
+    "two different scores" and the file was refused)."""
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(
+        json.dumps({"id": f"m{i}", "question": f"What is {i} + 2?",
+                    "options": [str(i + 2), str(i), str(i + 1), "none"], "answer": 0}) + "\n"
+        for i in range(60)))
+    ref, lines = _stability_run(tmp_path, items, "brittle", accuracy=0.7, flip=0.3)
+    events = tmp_path / "brittle.jsonl"
+    with events.open("a") as fh:  # a blank line is passed over, and said so
+        fh.write("\n")
+    srv = Server(tmp_path / "post.db", "--eval-interval", "0").start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        res = cli("post", str(events), "--url", url, "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        account = json.loads(res.stdout)
+        assert (account["events"], account["accepted"]) == (len(lines), len(lines))
+        assert account["passed_over"] == {"blank line": 1}
+        _, stab = srv.get_json("/v1/benchmarks/mc/stability")
+        (got,) = stab["models"]
+        assert (got["overall"]["flips"], got["overall"]["right_on_original"]) == (
+            ref["flips"], ref["flip_base"])
+        assert got["overall"]["flip_rate"] == ref["flip_rate"]
+        # Twice: every line a duplicate; a changed score of a perturbed variant a conflict
+        # naming its line.
+        changed = [json.loads(x) for x in lines]
+        k = next(i for i, e in enumerate(changed) if e["variant"] != "original")
+        changed[k]["score"] = 1.0 - changed[k]["score"]
+        events.write_text("".join(json.dumps(e) + "\n" for e in changed))
+        res = cli("post", str(events), "--url", url)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert f"duplicate {len(lines) - 1}, conflict 1, invalid 0" in res.stdout
+        assert f"rejected {events}:{k + 1}: conflict" in res.stdout
+    finally:
+        srv.kill()

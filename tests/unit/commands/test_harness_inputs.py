@@ -89,3 +89,36 @@ def test_compare_ignores_columns_it_was_not_asked_about(
     # The model columns still are checked.
     assert main(["compare", str(path), "--a", "a", "--b", "c", "--B", "200"]) == 2
     assert "line 4, field 'c'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--cluster-col", "--strata-col"])
+def test_a_group_column_of_lmeval_samples_is_refused_with_the_reason(
+        tmp_path: Path, option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """lm-eval samples have no item column: --cluster-col is refused, naming where their
+    clusters come from, instead of a report that silently says "groups: none"."""
+    out = _group(tmp_path, n=5)
+    assert main(["report", str(out), option, "subject"]) == 2
+    err = capsys.readouterr().err
+    assert f"{option}: lm-eval samples files have no item column" in err
+    assert "the subtasks of a group are its clusters" in err
+    assert main(["post", str(out), "--url", "http://127.0.0.1:1", "--cluster-col", "subject"]) == 2
+    assert "--cluster-col: lm-eval samples files have no item column" in capsys.readouterr().err
+
+
+def test_files_whose_first_filters_differ_are_not_mixed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default filter is each file's first: two models' files that list their filters in
+    another order would put one model's strict-match beside the other's flexible-extract."""
+    for model, order in (("org__a", ("strict-match", "flexible-extract")),
+                         ("org__b", ("flexible-extract", "strict-match"))):
+        d = tmp_path / model
+        d.mkdir()
+        (d / "samples_gsm8k.jsonl").write_text("".join(
+            json.dumps({"doc_id": i, "doc": {}, "filter": f, "exact_match": float(i % 2)}) + "\n"
+            for i in range(4) for f in order))
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "the files' first filters differ (flexible-extract in" in err
+    assert "pass --filter to read one of them" in err
+    assert main(["report", str(tmp_path), "--filter", "strict-match", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_items"] == 4

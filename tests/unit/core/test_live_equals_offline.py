@@ -31,8 +31,10 @@ SEED = 7
 def test_live_core_equals_report_anytime_on_real_mmlu_pro(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """MMLU-Pro's 14 subjects are fixed strata: the report's --strata-col and a live benchmark
+    declared ``strata`` take the same item-level decisions."""
     assert MMLU.exists(), f"the real MMLU-Pro table is missing: {MMLU}"
-    assert main(["report", str(MMLU), "--exclude", "src", "--cluster-col", "category",
+    assert main(["report", str(MMLU), "--exclude", "src", "--strata-col", "category",
                  "--anytime", "--order", "shuffle", "--seed", str(SEED), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
 
@@ -45,7 +47,7 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
                          score=float(x[i, j]), cluster=str(table.groups[i]))
               for i in perm for j, m in enumerate(table.models) if not np.isnan(x[i, j])]
     assert len(events) > 380_000
-    mon = Monitor(CoreConfig(alpha=0.05, power=0.8, family="adjacent"))
+    mon = Monitor(CoreConfig(alpha=0.05, power=0.8, family="adjacent", design="strata"))
     for start in range(0, len(events), 20_000):
         mon.apply(events[start:start + 20_000])
     live = mon.ranking("mmlu_pro")
@@ -57,7 +59,7 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
         assert off["n"] == on["n"]
         for key_off, key_on in (("delta", "delta"), ("sigma_d2", "sigma_d2"),
                                 ("n_star_exact", "n_star"), ("q", "q"),
-                                ("q_cluster", "q_cluster"), ("mde", "mde"),
+                                ("q_strata", "q_strata"), ("mde", "mde"),
                                 ("log_e_value", "log_e"), ("cs_low", "cs_low"),
                                 ("cs_high", "cs_high")):
             assert on[key_on] == pytest.approx(off[key_off], rel=1e-9, abs=1e-12), key_on
@@ -74,6 +76,61 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
             assert on["verdict"] == "unresolved"
     resolved = sum(p["resolved_anytime"] for p in rep["pairs"])
     assert rep["anytime"]["resolved_anytime"] == resolved and resolved >= 5
+
+
+def _clustered_board(seed: int, *, clusters: int, per: int, gaps: tuple[float, ...]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 scores of models with the given abilities on ``clusters`` sampled clusters of
+    ``per`` items each (a random effect per cluster and model), and each item's cluster."""
+    rng = np.random.default_rng(seed)
+    g = np.repeat(np.arange(clusters), per)
+    effect = rng.normal(0.0, 0.4, size=(clusters, len(gaps)))[g]
+    logit = np.asarray(gaps)[None, :] + effect + rng.normal(0.0, 0.3, size=(g.size, 1))
+    return (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype(float), g
+
+
+def test_live_core_equals_report_anytime_under_sampled_clusters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under --cluster-col (sampled clusters) the verdict is the clustered decision, taken at
+    the same paired item live (batch after batch) and in the report's replay."""
+    x, g = _clustered_board(5, clusters=260, per=6, gaps=(1.2, 0.2, 0.0, -1.0))
+    models = ["m0", "m1", "m2", "m3"]
+    path = tmp_path / "board.csv"
+    with path.open("w") as fh:
+        fh.write("item_id,cluster," + ",".join(models) + "\n")
+        for i in range(x.shape[0]):
+            fh.write(f"q{i},c{g[i]}," + ",".join(str(int(v)) for v in x[i]) + "\n")
+    assert main(["report", str(path), "--cluster-col", "cluster", "--anytime", "--order",
+                 "shuffle", "--seed", str(SEED), "--json", "--family", "all"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    perm = np.random.default_rng(SEED).permutation(x.shape[0])
+    events = [ItemResult(benchmark="b", item_id=f"q{i}", model=m, score=float(x[i, j]),
+                         cluster=f"c{g[i]}")
+              for i in perm for j, m in enumerate(models)]
+    mon = Monitor(CoreConfig(family="all", design="clusters"))
+    rng = np.random.default_rng(1)
+    start = 0
+    while start < len(events):  # uneven batches: the decisions do not depend on them
+        stop = start + int(rng.integers(1, 700))
+        mon.apply(events[start:stop])
+        start = stop
+    live = {(p["model_a"], p["model_b"]): p for p in mon.pairs("b", "all")}
+    decided = 0
+    for off in rep["pairs"]:
+        on = live[(off["model_a"], off["model_b"])]
+        assert on["design"] == off["design"] == "clusters"
+        assert on["clusters"]["observations"] == off["cluster_observations"]
+        assert on["clusters"]["e_value"] == pytest.approx(off["cluster_e_value"], rel=1e-9)
+        assert (on["decided"] is not None) == off["resolved_anytime"]
+        if off["resolved_anytime"]:
+            decided += 1
+            assert on["decided"]["n"] == off["first_resolved_at"]
+            winner = off["model_a"] if off["anytime_direction"] > 0 else off["model_b"]
+            assert on["verdict"] == f"resolved:{winner}"
+    # m0 against m3 (2.2 logits apart) is decided on 260 clusters; m2 against m1 is not.
+    assert decided >= 1
+    assert live[("m1", "m2")]["verdict"] == "unresolved"
 
 
 def test_every_item_favouring_one_model_gives_the_same_q_everywhere() -> None:

@@ -52,10 +52,10 @@ def test_live_core_equals_report_anytime_on_a_repeated_sample_table(
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    assert main(["report", str(path), "--cluster-col", "category", "--anytime", "--json"]) == 0
+    assert main(["report", str(path), "--strata-col", "category", "--anytime", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
 
-    mon = Monitor(CoreConfig(samples=K))
+    mon = Monitor(CoreConfig(samples=K, design="strata"))
     events = [_ev(str(r["item_id"]), str(r["model"]), float(r["score"]),  # type: ignore[arg-type]
                   int(r["sample"]), cluster=r["category"]) for r in rows]  # type: ignore[call-overload]
     outcomes = []
@@ -74,7 +74,7 @@ def test_live_core_equals_report_anytime_on_a_repeated_sample_table(
         assert off["n"] == on["n"] == 400
         for key_off, key_on in (("delta", "delta"), ("sigma_d2", "sigma_d2"),
                                 ("n_star_exact", "n_star"), ("q", "q"),
-                                ("q_cluster", "q_cluster"), ("mde", "mde"),
+                                ("q_strata", "q_strata"), ("mde", "mde"),
                                 ("log_e_value", "log_e"), ("cs_low", "cs_low"),
                                 ("cs_high", "cs_high"), ("sigma_between2", "sigma_between2"),
                                 ("sigma_within2", "sigma_within2"),

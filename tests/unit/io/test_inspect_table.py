@@ -28,7 +28,7 @@ def logs(monkeypatch: pytest.MonkeyPatch) -> dict[str, InspectScores]:
         "c.eval": _log("c.eval", "spelling", "m1", ["w0", "w1", "w2"], [1.0, 1.0, 1.0]),
     }
     monkeypatch.setattr(inspect_io, "read_inspect_log",
-                        lambda p, *, scorer=None: by_path[str(p)])
+                        lambda p, *, scorer=None, group_field=None: by_path[str(p)])
     return by_path
 
 
@@ -64,7 +64,8 @@ def test_epochs_are_repeated_samples_as_in_a_table_with_a_sample_column(
             item_ids=np.asarray(ids * 2, dtype=object), epochs=epochs, scores=scores)
         rows += [f"{i},{name},{e - 1},{s:g}" for i, e, s in zip(ids * 2, epochs, scores,
                                                                  strict=True)]
-    monkeypatch.setattr(inspect_io, "read_inspect_log", lambda p, *, scorer=None: logs[str(p)])
+    monkeypatch.setattr(inspect_io, "read_inspect_log",
+                        lambda p, *, scorer=None, group_field=None: logs[str(p)])
     t = inspect_table([Path("m1.eval"), Path("m2.eval")])
     long = tmp_path / "long.csv"
     long.write_text("\n".join(rows) + "\n")
@@ -88,7 +89,8 @@ def test_report_and_compare_read_the_scorer_named(tmp_path: Path,
     by_scorer = {"first": ([1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]),
                  "second": ([0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0])}
 
-    def read(p: Path, *, scorer: str | None = None) -> InspectScores:
+    def read(p: Path, *, scorer: str | None = None, group_field: str | None = None
+             ) -> InspectScores:
         name = Path(p).stem
         values = by_scorer[scorer or "first"][0 if name == "m1" else 1]
         return _log(str(p), "arith", name, [f"q{i}" for i in range(4)], values)
@@ -104,3 +106,24 @@ def test_report_and_compare_read_the_scorer_named(tmp_path: Path,
                      "--B", "200", "--json"]) == 0
         fig = json.loads(capsys.readouterr().out)
         assert (fig["mean_a"], fig["mean_b"]) == (np.mean(a), np.mean(b))
+
+
+def test_post_counts_the_samples_that_ended_in_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples without a score (an error) are left out, as inspect_ai leaves them out of its
+    metrics — and post's account says how many, so that every sample is accounted for."""
+    from dataclasses import replace
+
+    from monitor.commands.post import file_events
+
+    log = replace(_log("a.eval", "arith", "m1", ["q0", "q1"], [1.0, 0.0]), errored=2)
+    monkeypatch.setattr(inspect_io, "read_inspect_log",
+                        lambda p, *, scorer=None, group_field=None: log)
+    path = tmp_path / "a.eval"
+    path.write_bytes(b"")
+    passed: dict[str, int] = {}
+    events = list(file_events(path, benchmark=None, model=None, metric=None,
+                              filter=None, scorer=None, exclude=(), cluster_col=None,
+                              passed_over=passed))
+    assert [e["item_id"] for e, _ in events] == ["q0", "q1"]
+    assert passed == {inspect_io.ERRORED: 2}

@@ -1,5 +1,6 @@
-"""A batch resent by a client unsure of its reply does not count its conflicts again: a
-conflicting result sent again with the same score is a duplicate of its earlier report."""
+"""A conflicting result sent again is a conflict again: the monitor still holds another score
+for it, so a producer that posts the same file twice hears ``conflict`` both times (it used to
+hear ``duplicate`` the second time and exit 0)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _ev(item: str, score: int) -> dict:
     return {"benchmark": "b", "item_id": item, "model": "m", "score": score}
 
 
-def test_a_resent_conflict_counts_once(tmp_path: Path) -> None:
+def test_a_resent_conflict_is_reported_each_time(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     svc = EmbeddedService(Settings(db=tmp_path / "c.db"), registry=registry, log=lambda _: None)
     try:
@@ -29,15 +30,15 @@ def test_a_resent_conflict_counts_once(tmp_path: Path) -> None:
         first = svc.ingest_body(batch)
         assert (first.accepted, first.duplicate, first.conflict) == (1, 1, 1)
         again = svc.ingest_body(batch)
-        assert (again.accepted, again.duplicate, again.conflict) == (0, 3, 0)
-        assert again.rejected == [] and again.events == 3
-        # Another score for the same result is a new conflict; the same one twice in a batch
-        # is one conflict and one duplicate.
-        other = svc.ingest_body(_body(_ev("1", 1), _ev("3", 0), _ev("3", 0)))
-        assert (other.accepted, other.duplicate, other.conflict) == (0, 2, 1)
-        assert [r["index"] for r in other.rejected] == [1]
+        assert (again.accepted, again.duplicate, again.conflict) == (0, 2, 1)
+        assert [(r["index"], r["reason"]) for r in again.rejected] == [(0, "conflict")]
+        assert again.events == 3
+        # The same conflicting result twice in one batch: two lines, two conflicts.
+        other = svc.ingest_body(_body(_ev("1", 0), _ev("3", 0), _ev("3", 0)))
+        assert (other.accepted, other.duplicate, other.conflict) == (0, 0, 3)
+        assert [r["index"] for r in other.rejected] == [0, 1, 2]
         total = registry.get_sample_value("llm_monitor_events_total", {"outcome": "conflict"})
-        assert total == 2
-        assert len(svc.store.dead_letters(limit=100)) == 2
+        assert total == 5
+        assert len(svc.store.dead_letters(limit=100)) == 5
     finally:
         svc.close()

@@ -1,0 +1,88 @@
+"""The declared design of a benchmark: it decides the verdict, it is kept by snapshots and
+restarts, and another declaration for a stored benchmark is refused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from monitor.contracts import ItemResult
+from monitor.core import CoreConfig, Monitor
+from monitor.core.config import BenchmarkSpec
+from monitor.runners.settings import Settings
+
+
+def _events(seed: int, *, clusters: int = 120, per: int = 5) -> list[ItemResult]:
+    rng = np.random.default_rng(seed)
+    g = np.repeat(np.arange(clusters), per)
+    ability = np.array([1.5, 0.0, -1.5])
+    logit = ability[None, :] + rng.normal(0.0, 0.5, size=(clusters, 3))[g]
+    x = (rng.random(logit.shape) < 1 / (1 + np.exp(-logit))).astype(float)
+    order = rng.permutation(g.size)
+    return [ItemResult(benchmark="b", item_id=f"q{i}", model=f"m{j}", score=float(x[i, j]),
+                       cluster=f"c{g[i]}") for i in order for j in range(3)]
+
+
+def test_a_clustered_board_survives_a_snapshot_exactly() -> None:
+    events = _events(1)
+    config = CoreConfig(design="clusters", family="all")
+
+    def now() -> datetime:
+        return datetime(2026, 1, 1, tzinfo=UTC)
+
+    whole = Monitor(config, now=now)
+    whole.apply(events)
+    half = Monitor(config, now=now)
+    half.apply(events[:700])
+    data = half.dump_snapshot()
+    resumed = Monitor.load_snapshot(data, config, now=now)
+    assert resumed.dump_snapshot() == data
+    resumed.apply(events[700:])
+    a, b = resumed._benches["b"].cpaths, whole._benches["b"].cpaths
+    assert a is not None and b is not None
+    for name in a.__dataclass_fields__:  # the clustered state, cell by cell
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert resumed.pairs("b", "all") == whole.pairs("b", "all")
+    assert any(p["verdict"].startswith("resolved:") for p in whole.pairs("b", "all"))
+
+
+def test_the_design_decides_the_verdict() -> None:
+    """The same stream under each design: items and strata take the item-level decision,
+    sampled clusters the clustered one (a different, later decision)."""
+    events = _events(2)
+    verdicts = {}
+    for design in ("items", "strata", "clusters"):
+        mon = Monitor(CoreConfig(design=design, family="all"))
+        mon.apply(events)
+        pairs = {(p["model_a"], p["model_b"]): p for p in mon.pairs("b", "all")}
+        verdicts[design] = pairs
+        assert all(p["design"] == design for p in pairs.values())
+        assert mon.ranking("b")["anytime"]["design"] == design
+    top = ("m0", "m2")
+    assert verdicts["items"][top]["decided"]["n"] == verdicts["strata"][top]["decided"]["n"]
+    assert verdicts["clusters"][top]["decided"]["n"] > verdicts["items"][top]["decided"]["n"]
+    assert "q_strata" in verdicts["strata"][top] and verdicts["strata"][top]["q_cluster"] is None
+
+
+def test_another_design_for_a_stored_benchmark_is_refused() -> None:
+    mon = Monitor(CoreConfig(benchmarks={"b": BenchmarkSpec(design="clusters")}))
+    mon.apply(_events(3)[:300])
+    data = mon.dump_snapshot()
+    with pytest.raises(ValueError, match=r"design 'clusters'.*now say 'strata'"):
+        Monitor.load_snapshot(data, CoreConfig(benchmarks={"b": BenchmarkSpec(
+            design="strata")}))
+    assert Monitor.load_snapshot(data, CoreConfig(benchmarks={"b": BenchmarkSpec(
+        design="clusters")})).dump_snapshot() == data
+
+
+def test_settings_declare_a_benchmark_s_design(tmp_path: object) -> None:
+    from pathlib import Path
+
+    cfg = Path(str(tmp_path)) / "s.toml"
+    cfg.write_text('design = "strata"\n[benchmarks.passages]\ndesign = "clusters"\n'
+                   "cluster_items = 3\n")
+    core = Settings.build(config=cfg, serve_http=False).core_config()
+    assert core.spec("passages") == BenchmarkSpec(design="clusters", cluster_items=3)
+    assert core.spec("mmlu_pro").design == "strata"
