@@ -221,7 +221,9 @@ class PairFigures:
     ``n_star``, ``q``, ``mde`` and ``q_grouped`` are at the per-comparison level ``alpha``
     (family-adjusted by the caller); ``log_e`` is the pair's e-process, and ``cs_low``,
     ``cs_high``, ``n_star_anytime``, ``q_anytime`` are at level ``e_alpha`` (None when the
-    figures were computed without ``intervals``: they need root finding).
+    figures were computed without ``intervals``: they need root finding). With paths,
+    ``n_star_anytime`` is sized for the decision of :mod:`monitor.stats.sequential` (one side
+    reaching 2/e_alpha), without them for E ≥ 1/e_alpha.
     ``n11 … n00`` are valid where ``binary``.
     """
 
@@ -568,12 +570,15 @@ def pair_figures(
         n_av = np.zeros_like(n)
         constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
             ("mcnemar", mcnemar), ("bounded", ~mcnemar))
+        # Sized for the rule that decides: with paths, a one-sided e-process reaching 2/γ
+        # (stats.sequential); without, E ≥ 1/e_alpha now (resolved_anytime).
+        rule: Literal["side", "mean"] = "side" if paths is not None else "mean"
         for construction, mask in constructions:
             for level in np.unique(e_levels[mask]):  # one boundary table per level
                 sel = mask & (e_levels == level)
                 n_av[sel] = np.atleast_1d(n_star_anytime(
                     d_size[sel], s2_size[sel], alpha=float(level), power=power,
-                    construction=construction))
+                    construction=construction, rule=rule))
         q_av = _ratio(n, n_av)
 
     g = sums.groups
