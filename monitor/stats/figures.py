@@ -3,9 +3,9 @@
 Every number llm-monitor prints about a pair — δ̂, σ̂_D², ρ̂, N*, q, q_cluster (q_strata), MDE,
 the p-value, the e-value, the confidence sequence, N*_AV and q_AV — is computed here and
 nowhere else. The offline report (:func:`monitor.stats.board.board`), the live core
-(:mod:`monitor.core.evaluate`), the anytime replay and the running pair state
-(:class:`monitor.stats.running.PairState`) build :class:`PairSums` from their own storage and
-call :func:`pair_figures`; that is why live and offline agree exactly.
+(:mod:`monitor.core.evaluate`), the anytime replay and ``compare``
+(:func:`monitor.stats.paired.paired_summary`) build :class:`PairSums` from their own storage
+and call :func:`pair_figures`; that is why live and offline agree exactly.
 
 Conventions (one for every edge case; see docs/contract.md, "Pair figures: conventions")
 -------------------------------------------------------------------------------------
@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import power as pw
+from monitor.stats.clusters import cluster_inflation
 from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
@@ -639,10 +640,7 @@ def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: Floa
         # Sampled clusters: the cluster-robust variance with its small-sample factor
         # G/(G − 1), and never below the i.i.d. one — q_cluster ≤ q. One cluster: no
         # between-cluster variance can be estimated, q_cluster = 0.
-        factor = np.where(g.count > 1, g.count / np.where(g.count > 1, g.count - 1.0, 1.0),
-                          np.inf)
-        inflation = np.where(de > 0, np.maximum(de * factor, 1.0), np.inf)
-        return de, _ratio(n, n_star * inflation)
+        return de, _ratio(n, n_star * cluster_inflation(de, g.count))
 
 
 def _paired_t_p(delta: FloatArray, sigma2: FloatArray, n: FloatArray, student_t: Any

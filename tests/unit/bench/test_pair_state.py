@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from bench._pair_state import PairState
 from monitor.stats import emultiplicity as em
 from monitor.stats import eprocess as ep
 from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.clusters import design_effect
 from monitor.stats.paired import paired_summary
-from monitor.stats.running import PairState
 
 
 def _binary_pair(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
