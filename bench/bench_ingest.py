@@ -5,7 +5,7 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    the same lines in the same run (the reference every ratio is taken against):
    decode (parse each line to a dict), validate (the parsed dicts checked as ``ItemResult``\ s
    by the contract's pydantic models), decode + validate as the ingest decoder does it
-   (:func:`monitor.contracts.decode_events` on NDJSON bodies of ``BATCH`` lines), fold
+   (:func:`monitor.decoder.decode_events` on NDJSON bodies of ``BATCH`` lines), fold
    (:meth:`monitor.core.Monitor.apply` of each batch), persist (the SQLite store's commit of
    each batch's accepted results, WAL, ``synchronous=FULL``), the embedded monitor end to end
    (a real ``llm-monitor run`` process pinned to one core, fed the NDJSON bodies over one
@@ -296,8 +296,9 @@ def inprocess_rows(lines: list[bytes], tmp: Path) -> list[tuple[str, float]]:
 
     import orjson
 
-    from monitor.contracts import ItemResult, decode_events
+    from monitor.contracts import ItemResult
     from monitor.core import CoreConfig, Monitor
+    from monitor.decoder import decode_events
     from monitor.runners.host import Sources
     from monitor.runners.store import SqliteStore
 
@@ -600,8 +601,8 @@ def _json_arrays(bodies: list[bytes]) -> list[bytes]:
 def budget(events: list[dict], tmp: Path) -> None:
     """The floors of the ingest path against the per-result budget of the 1.5× target: CPU
     time per result, the median of ``BUDGET_ROUNDS`` rounds that measure every row in turn."""
-    from monitor.contracts import decode_events
     from monitor.core import CoreConfig, Monitor
+    from monitor.decoder import decode_events
     from monitor.runners.store import SqliteStore
 
     lines = stage_lines(events)

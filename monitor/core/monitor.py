@@ -49,14 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.contracts import (
-    DeadLetter,
-    RankingChange,
-    ResolutionChange,
-    Result,
-    Results,
-    dead_letter,
-)
+from monitor.contracts import DeadLetter, RankingChange, ResolutionChange, dead_letter
 from monitor.core.board import BenchmarkState, Footprint, Growth
 from monitor.core.changes import resolution_change
 from monitor.core.config import CoreConfig
@@ -65,6 +58,7 @@ from monitor.core.paths import exclude_rows, ingest
 from monitor.core.plan import NEXT_ITEMS, Plan, build_plan
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
+from monitor.decoder import Result, Results
 from monitor.stats.cluster_sequential import ClusterPaths
 from monitor.stats.samples import cell_means
 from monitor.stats.sequential import PairPaths

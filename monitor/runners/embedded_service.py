@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from monitor.contracts import DeadLetter, Result, Results, dead_letter, decode_events
+from monitor.contracts import DeadLetter, dead_letter
 from monitor.core import CoreConfig, Monitor
 from monitor.core.board import Footprint
 from monitor.core.monitor import ACCEPTED
+from monitor.decoder import Result, Results, decode_events
 from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
 from monitor.runners.host import collector_paused as _collector_paused
@@ -334,7 +335,7 @@ class EmbeddedService:
 
         ``unkept`` counts, by reason, invalid events of the request beyond ``invalid`` (whose
         dead letters were not built): they are counted like the others, not stored.
-        ``lines`` (:attr:`monitor.contracts.Decoded.lines`, by the indices of ``valid``): the
+        ``lines`` (:attr:`monitor.decoder.Decoded.lines`, by the indices of ``valid``): the
         JSON text of each event, stored as it came.
         """
         return self._ingest(Results([ev for _, ev in valid]), [i for i, _ in valid], invalid,

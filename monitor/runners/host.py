@@ -28,12 +28,11 @@ from monitor.contracts import (
     DeadLetter,
     RankingChange,
     ResolutionChange,
-    Result,
-    Results,
     dead_letter,
     read_wire_float,
 )
 from monitor.core import ApplyResult, CoreConfig, Monitor
+from monitor.decoder import Result, Results
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
 #: The garbage left by batches is collected at most this often (seconds).

@@ -4,7 +4,7 @@ The Kafka runners (``kafka_worker`` on kafka-python, ``faust_app`` on Faust) onl
 everything between a consumed record and the state is here, with no I/O and no Kafka client:
 
 - decode → key → step: a batch of source records (topic, partition, offset, key, value) is
-  decoded (:func:`monitor.contracts.decode_events` semantics), each event's key must equal its
+  decoded (:func:`monitor.decoder.decode_events` semantics), each event's key must equal its
   benchmark, and the events of each benchmark are folded into that benchmark's monitor (held
   by the :class:`~monitor.runners.host.MonitorHost`) in offset order;
 - one invalid path: a rejected record goes through :meth:`MonitorHost.on_invalid` (counted,
@@ -28,17 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from monitor.contracts import (
-    DeadLetter,
-    RankingChange,
-    ResolutionChange,
-    Result,
-    Results,
-    decode_events,
-    fast_results,
-)
+from monitor.contracts import DeadLetter, RankingChange, ResolutionChange
 from monitor.core import Monitor
 from monitor.core.monitor import OUTCOMES
+from monitor.decoder import Result, Results, decode_events, fast_results
 from monitor.runners.host import MonitorHost, Sources
 
 RESULTS_TOPIC = "llm-monitor.results"

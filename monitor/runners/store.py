@@ -31,14 +31,8 @@ import msgspec
 import zstandard
 from pydantic import TypeAdapter
 
-from monitor.contracts import (
-    DeadLetter,
-    ItemResult,
-    Result,
-    as_item,
-    fast_results,
-    is_wire,
-)
+from monitor.contracts import DeadLetter, ItemResult
+from monitor.decoder import Result, as_item, fast_results, is_wire
 from monitor.sinks.prometheus import change_kind
 
 SCHEMA_VERSION = 1
@@ -182,9 +176,9 @@ class SqliteStore:
         """Write one batch atomically; return the ids given to ``changes`` (increasing).
 
         ``raw``: the JSON text each of ``results`` was validated from (an NDJSON line, see
-        :attr:`monitor.contracts.Decoded.lines`), stored as it came instead of serialising
+        :attr:`monitor.decoder.Decoded.lines`), stored as it came instead of serialising
         the events again; ``text``: the NDJSON text whose lines are ``results``, in order
-        (:attr:`monitor.contracts.Decoded.text`). When this returns, the batch is durable
+        (:attr:`monitor.decoder.Decoded.text`). When this returns, the batch is durable
         (committed to the WAL).
         """
         db = self._db

@@ -232,8 +232,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0,
 
 def offline_monitors(records: list[Any], config: Any) -> dict[str, Any]:
     """The Monitor of each benchmark applied offline to the valid results, in offset order."""
-    from monitor.contracts import decode_events
     from monitor.core import Monitor
+    from monitor.decoder import decode_events
 
     events: dict[str, list[Any]] = {}
     for r in records:

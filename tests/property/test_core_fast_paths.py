@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.contracts import ItemResult, ResolutionChange, WireResult
+from monitor.contracts import ItemResult, ResolutionChange
 from monitor.core import CoreConfig, Monitor
 from monitor.core import board as board_module
 from monitor.core.snapshot import bench_to_snapshot
+from monitor.decoder import WireResult
 
 MODELS = [f"m{i}" for i in range(6)]
 

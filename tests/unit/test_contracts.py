@@ -11,14 +11,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from monitor.commands.schemas import INVALID_EXAMPLES, VALID_EXAMPLES, write_schemas
-from monitor.contracts import (
-    DEAD_LETTER_REASONS,
-    EVENT_MODELS,
-    PAYLOAD_LIMIT,
-    ItemResult,
-    as_item,
-    decode_events,
-)
+from monitor.contracts import DEAD_LETTER_REASONS, EVENT_MODELS, PAYLOAD_LIMIT, ItemResult
+from monitor.decoder import as_item, decode_events
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {"benchmark": "b", "item_id": "1", "model": "m", "score": 1}

@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "monitor"
 LAYERS: dict[str, int] = {
     "monitor": 0,  # the package root: only a docstring and __version__
     "monitor.contracts": 0,
+    "monitor.decoder": 0,  # reads bodies into the contract's events (imports contracts only)
     "monitor.errors": 0,
     "monitor.defaults": 0,
     "monitor.wire": 0,

@@ -14,16 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import monitor.contracts as contracts
+import monitor.decoder as decoder
 from monitor.commands.schemas import VALID_EXAMPLES
-from monitor.contracts import (
-    ItemResult,
-    PlainResult,
-    WireResult,
-    as_item,
-    decode_events,
-    fast_results,
-)
+from monitor.contracts import ItemResult
+from monitor.decoder import PlainResult, WireResult, as_item, decode_events, fast_results
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {"benchmark": "b", "item_id": "1", "model": "m", "score": 1}
@@ -131,7 +125,7 @@ def test_a_body_decodes_the_same_with_or_without_the_fast_path(
     body = (b"[" + b",".join(body_lines) + b"]") if array else b"\n".join(body_lines)
     fast = decode_events(body, source="http")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(contracts, "fast_results", lambda *a, **k: None)
+        mp.setattr(decoder, "fast_results", lambda *a, **k: None)
         slow = decode_events(body, source="http")
     assert fast.events == slow.events and fast.body_error == slow.body_error
     assert [(i, as_item(ev)) for i, ev in fast.valid] == [(i, as_item(ev)) for i, ev in slow.valid]

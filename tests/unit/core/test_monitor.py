@@ -432,7 +432,7 @@ def test_a_table_held_across_a_batch_refuses_to_mix_two_moments() -> None:
 
 
 def test_a_batch_does_not_change_once_built() -> None:
-    from monitor.contracts import Results
+    from monitor.decoder import Results
 
     batch = Results([ItemResult(benchmark="a", item_id="1", model="m", score=1.0)])
     assert batch.benchmarks == {"a"}

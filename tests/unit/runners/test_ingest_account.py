@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from monitor.contracts import decode_events
+from monitor.decoder import decode_events
 
 GOOD = {"benchmark": "b", "item_id": "i", "model": "m", "score": 1}
 LINE = json.dumps(GOOD).encode()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.contracts import ItemResult, RankingChange, as_item, dead_letter
+from monitor.contracts import ItemResult, RankingChange, dead_letter
+from monitor.decoder import as_item
 from monitor.runners.replay import benchmark_from_path
 from monitor.runners.store import SqliteStore
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import zstandard
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts import ItemResult, as_item, decode_events
+from monitor.contracts import ItemResult
+from monitor.decoder import as_item, decode_events
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.settings import Settings
 
