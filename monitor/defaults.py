@@ -10,3 +10,6 @@ from __future__ import annotations
 RANK_SEED = 20240601
 #: Perturbation kinds of ``llm-monitor stability``.
 STABILITY_KINDS: tuple[str, ...] = ("paraphrase", "shuffle", "format", "noise")
+#: Seed of the shuffled replay order (``report --seed``, ``demo --seed``): the same table
+#: gives the same decisions on every run, and ``demo`` takes those of ``report`` by default.
+REPLAY_SEED = 0

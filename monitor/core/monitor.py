@@ -59,11 +59,11 @@ from monitor.contracts import (
 )
 from monitor.core.board import BenchmarkState
 from monitor.core.changes import resolution_change
-from monitor.core.config import CoreConfig
+from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
-from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
+from monitor.core.table import ASSUMPTIONS, GUARANTEE, PairTable, PairView, verdict_text
 from monitor.stats.samples import cell_means
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
@@ -529,6 +529,10 @@ class Monitor:
         """Benchmark names in order of first appearance."""
         return list(self._benches)
 
+    def spec(self, benchmark: str) -> BenchmarkSpec:
+        """What ``benchmark`` declared once: its K and its design."""
+        return self._state(benchmark).spec
+
     def table(self, benchmark: str) -> PairTable | None:
         """The pair statistics of ``benchmark`` after the last batch (None before any)."""
         return self._current(self._state(benchmark))
@@ -554,10 +558,7 @@ class Monitor:
                         **({"cluster_items": st.spec.cluster_items}
                            if st.spec.design == "clusters" else {}),
                         "assumption": ASSUMPTIONS[st.spec.design],
-                        "statement": "with probability ≥ 1 − α no pair is ever declared "
-                                     "resolved while its models are equal or in the wrong "
-                                     "direction, however models arrive and whenever read; "
-                                     "a decision, once taken, is final"},
+                        "statement": GUARANTEE},
             # q, q_cluster and MDE: a snapshot at the current n, corrected for this family;
             # not valid under continuous monitoring (the anytime verdicts are).
             "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,
