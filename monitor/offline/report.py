@@ -574,7 +574,7 @@ def headline(rep: dict[str, Any]) -> str:
              f"{v['unresolved']} unresolved"]
     parts += [f"{n} {kind}" for kind, n in v.items()
               if kind not in ("pairs", "resolved", "unresolved") and n]
-    parts.append(f"{rep['tiers']} tiers")
+    parts.append(f"{rep['tiers']} tier{'' if rep['tiers'] == 1 else 's'}")
     parts.append("ranking resolved" if rep["resolved"] else
                  "the leader resolved above all" if rep["top_resolved"] else "no sole leader")
     return " · ".join(parts)
