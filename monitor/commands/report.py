@@ -95,15 +95,16 @@ def _header_lines(rep: dict[str, Any]) -> list[str]:
         design += f" ({groups['column']!r}, {groups['n_groups']} groups)"
     info = rep["anytime"]
     thresholds = sorted({p["e_threshold"] for p in rep["pairs"]})
-    thr = ("" if not thresholds else f", E ≥ 1/γ = {thresholds[0]:.3g}"
+    thr = ("1/γ" if not thresholds else f"1/γ = {thresholds[0]:.3g}"
            + (f"–{thresholds[-1]:.3g}" if len(thresholds) > 1 else ""))
-    rule = (f"each pair at its fixed share γ of α = {info['alpha']:g} (planned for "
-            f"{info['planned_models']} models{thr})" if info["rule"] == "board"
-            else f"e-Bonferroni over these {m:,} pairs{thr}")
+    rule = (f"γ its fixed share of α = {info['alpha']:g} (planned for {info['planned_models']} "
+            "models)" if info["rule"] == "board"
+            else f"γ = α/{m:,} (e-Bonferroni over these pairs)")
     return [
-        f"{name}: {rep['n_items']:,} items, {rep['n_models']} models, {kind} · family: {fam} "
-        f"({m:,} pairs)",
-        f"verdicts: anytime decisions under the design {design}, {rule}; {order_text(info)}",
+        f"{name}: {rep['n_items']:,} items, {rep['n_models']} models, {kind}",
+        f"family: {fam} ({m:,} pairs) · design: {design}",
+        f"verdicts: anytime decisions, {order_text(info)}",
+        f"a pair is decided once its e-value E reaches {thr}, {rule}; the decision is final",
     ]
 
 

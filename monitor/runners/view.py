@@ -25,6 +25,8 @@ from rich.text import Text
 _FIXED = 50
 _MIN_NAME = 12
 _TOKEN = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+# Verdict words longer than their column (8 cells).
+_SHORT = {"undecidable": "undecid.", "equivalent": "equiv."}
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -198,8 +200,8 @@ def _verdict_cells(pair: Mapping[str, Any], name: str) -> tuple[str, str, str, s
         return "below ↑", at, "final", "magenta"  # the model below is better
     if verdict == "unresolved":
         return "open", "", _evidence(pair), "yellow"
-    word = verdict.split(":", 1)[0]  # undecidable, or a verdict added later
-    return word[:8], at, "final" if at else "–", "cyan"
+    word = verdict.split(":", 1)[0]  # undecidable, equivalent, or a verdict added later
+    return _SHORT.get(word, word[:8]), at, "final" if at else "–", "cyan"
 
 
 def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows: int
