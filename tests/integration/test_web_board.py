@@ -180,9 +180,15 @@ async def _drive(browser: Chromium, base: str, token: str, quoted: str,
             verdicts = await tab.evaluate(
                 "Array.from(document.querySelectorAll('#pairs tbody tr td:nth-child(5)'))"
                 ".map(td => td.textContent)")
-            for text, p in zip(verdicts, api["pairs"], strict=True):
-                assert text.startswith("unresolved" if p["verdict"] == "unresolved"
-                                       else "resolved: " + p["verdict"].split(":", 1)[1]), text
+            decided = await tab.evaluate(
+                "Array.from(document.querySelectorAll('#pairs tbody tr td:nth-child(6)'))"
+                ".map(td => td.textContent)")
+            for text, at, p in zip(verdicts, decided, api["pairs"], strict=True):
+                assert text == ("open" if p["verdict"] == "unresolved"
+                                else "resolved: " + p["verdict"].split(":", 1)[1]), text
+                # A decision says its item and that it is final.
+                assert at == ("–" if p["decided"] is None
+                              else f"n={p['decided']['n']:,}, final"), at
             legend = await tab.evaluate("document.getElementById('legend').textContent")
             thr = api["pairs"][0]["e_threshold"]
             assert f"{thr:.1e}".replace("e+0", "e+") in legend, legend
