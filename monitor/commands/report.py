@@ -386,17 +386,17 @@ def register(app: typer.Typer) -> None:
                 f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
         if limit < 0:
             raise ConfigError(f"--limit must be 0 (all) or more, got {limit}")
-        table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
-                            scorer=scorer, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
-                            exclude=_split(exclude), na_as_wrong=not na_as_absent)
-        if complete_only or top is not None:
-            table = select_models(table, complete_only=complete_only, top=top)
         if order not in ("shuffle", "file"):
             raise ConfigError(f"--order must be shuffle or file, got {order!r}")
         if anytime_rule not in ("board", "family"):
             raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
         if planned_models < 2:
             raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
+        table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
+                            scorer=scorer, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
+                            exclude=_split(exclude), na_as_wrong=not na_as_absent)
+        if complete_only or top is not None:
+            table = select_models(table, complete_only=complete_only, top=top)
         report = build_report(table, family=family, correction=correction, alpha=alpha,
                               power=power, selection={"complete_only": complete_only, "top": top},
                               rank_method=rank_sets, rank_seed=rank_seed)
