@@ -166,7 +166,7 @@ def _from_report_html(text: str) -> dict[str, Any]:
     m = re.match(r"(\d+) of (\d+) adjacent pairs resolved .* · (\d+) tiers? ·",
                  html.unescape(head[1]))
     assert m is not None, head[1]
-    return _face(rows, verdicts, decided, int(m[1]), int(m[3]))  # type: ignore[arg-type]
+    return _face(rows, verdicts, decided, int(m[1]), int(m[3]))
 
 
 async def _from_board(port: int, tmp: Path) -> dict[str, Any]:
@@ -208,7 +208,7 @@ async def _from_board(port: int, tmp: Path) -> dict[str, Any]:
     count, of = cards["adjacent pairs resolved (decided, final)"].split(" / ")
     assert int(of) == len(pairs)
     assert cards["design"] == "strata"
-    return _face(rows, verdicts, decided, int(count), int(cards["tiers"]))  # type: ignore[arg-type]
+    return _face(rows, verdicts, decided, int(count), int(cards["tiers"]))
 
 
 def _offline_command(screen: str) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import itertools
 import json
-import math
 import re
 import subprocess
 import sys

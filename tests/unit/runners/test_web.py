@@ -21,7 +21,6 @@ from prometheus_client import CollectorRegistry
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
 from monitor.io.tables import ScoreTable
-from monitor.offline.html import render_html
 from monitor.offline.replay import with_anytime
 from monitor.offline.report import build_report
 from monitor.runners.embedded import build_app

@@ -170,8 +170,10 @@ def test_pair_resolved_is_the_ranking_routes_verdict_under_the_declared_design()
     # "undecidable" and the gauge 0, though the pair's items are far apart. Fixed strata: the
     # item-level decision, and the design effect's q exported under kind "strata".
     from monitor.core.config import BenchmarkSpec
+    from monitor.stats.figures import Design
 
-    for design, want in (("clusters", 0.0), ("strata", 1.0)):
+    designs: tuple[tuple[Design, float], ...] = (("clusters", 0.0), ("strata", 1.0))
+    for design, want in designs:
         mon, _, registry = setup(CoreConfig(benchmarks={"b": BenchmarkSpec(design=design)}))
         mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, cluster=f"c{i % 3}",
                               score=s)
