@@ -22,12 +22,28 @@ from outside, as a client would:
 6. ``benchmarks``: ``BENCHES`` distinct one-result benchmarks in requests of 1,000, while
    another process polls /healthz: statuses, seconds, RSS, the poller's p99.
 
-Run: ``.venv/bin/python -m bench.bench_hostile [--repo PATH] [--only ones,idle,...]``.
+Issue 23's probes, each while another process polls /healthz (its p99 is printed):
+
+7. ``c1-connections``: under ``ulimit -n 256``, 5,000 /healthz on fresh connections one after
+   another (closed by the client, by the server, reset after the answer, half-closed, reset
+   before a request), then 1,050 connections stuck in the middle of their headers: the
+   statuses, the connections the server still counts once every socket is closed
+   (``llm_monitor_http_connections``; "n/a" when the checkout has no such gauge).
+8. ``c2-budget``: 29 requests of 1,000 models × 3 items, each on a new benchmark: statuses,
+   seconds, RSS (peak), the state the server counts.
+9. ``c3-cross-port``: the headers Chromium sends for a ``no-cors`` POST of a Blob (no
+   Content-Type) from a page on another loopback port, and from ``localhost`` on the same
+   port: statuses and whether the result was stored.
+10. ``c4-slow-bodies``: eight POSTs announcing 100,000 bytes and sending a byte a second,
+    then a valid POST: its status and seconds (the client waits up to 70 s).
+
+Run: ``.venv/bin/python -m bench.bench_hostile [--repo PATH] [--only ones,c1-connections,...]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -35,9 +51,11 @@ import re
 import resource
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -258,8 +276,164 @@ def benchmarks(repo: Path, work: Path, new: bool) -> None:
         srv.stop()
 
 
+def _metric(srv: Srv, name: str) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return f"{float(line.split()[1]):.0f}"
+    return "n/a"
+
+
+_HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+_LINGER0 = struct.pack("ii", 1, 0)
+
+
+def _fresh_connection(port: int, pattern: int) -> str:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        if pattern == 4:  # reset before any request
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER0)
+            return "reset"
+        s.sendall(_HEALTHZ if pattern != 1
+                  else _HEALTHZ.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+        if pattern == 3:
+            s.shutdown(socket.SHUT_WR)
+        head = s.recv(1024)
+        if pattern == 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER0)
+        return head.split(b" ", 2)[1].decode() if head.count(b" ") >= 2 else "none"
+    except OSError:
+        return "error"
+    finally:
+        s.close()
+
+
+def c1_connections(repo: Path, work: Path, new: bool) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    srv = Srv(repo, work, nofile=256)
+    stuck: list[socket.socket] = []
+    try:
+        probe = Probe(srv.port)
+        statuses: dict[str, int] = {}
+        t0 = time.perf_counter()
+        for k in range(5000):
+            got = _fresh_connection(srv.port, k % 5)
+            statuses[got] = statuses.get(got, 0) + 1
+        took = time.perf_counter() - t0
+        for _ in range(1050):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.sendall(b"POST /v1/results HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+            stuck.append(s)
+        time.sleep(1.0)
+        during = probe.finish()
+        for s in stuck:
+            s.close()
+        stuck.clear()
+        time.sleep(1.0)
+        print(f"c1-connections: 5,000 fresh connections under ulimit -n 256 in {took:.1f} s → "
+              f"{dict(sorted(statuses.items()))}, then 1,050 stuck mid-headers; counted once "
+              f"all were closed: {_metric(srv, 'llm_monitor_http_connections')} (the scrape's "
+              f"own); meanwhile {during}")
+    finally:
+        for s in stuck:
+            s.close()
+        srv.stop()
+
+
+def c2_budget(repo: Path, work: Path, new: bool) -> None:
+    srv = Srv(repo, work)
+    try:
+        probe = Probe(srv.port)
+        statuses: dict[int, int] = {}
+        t0 = time.perf_counter()
+        for b in range(29):
+            body = b"\n".join(_event(benchmark=f"wide-{b}", item_id=str(i), model=f"m{m}",
+                                     score=(i + m) % 2) for m in range(1000) for i in range(3))
+            status, _, _ = srv.post(body)
+            statuses[status] = statuses.get(status, 0) + 1
+        took = time.perf_counter() - t0
+        rss, peak = srv.memory_mb()
+        state = _metric(srv, "llm_monitor_state_bytes")
+        state = state if state == "n/a" else f"{float(state) / 1e6:,.0f} MB"
+        print(f"c2-budget: 29 requests of 1,000 models × 3 items on new benchmarks → {statuses} "
+              f"in {took:.1f} s, RSS {rss:,.0f} MB (peak {peak:,.0f} MB), state counted "
+              f"{state}; meanwhile {probe.finish()}")
+    finally:
+        srv.stop()
+
+
+def c3_cross_port(repo: Path, work: Path, new: bool) -> None:
+    srv = Srv(repo, work)
+    try:
+        probe = Probe(srv.port)
+        got = []
+        for k, origin in enumerate((f"http://127.0.0.1:{srv.port + 1}",
+                                    f"http://localhost:{srv.port}")):
+            body = _event(item_id=f"evil{k}")
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            conn.putrequest("POST", "/v1/results", skip_host=True, skip_accept_encoding=True)
+            for key, value in (("Host", f"127.0.0.1:{srv.port}"), ("Origin", origin),
+                               ("Sec-Fetch-Site", "same-site" if k == 0 else "cross-site"),
+                               ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "empty"),
+                               ("Content-Length", str(len(body)))):
+                conn.putheader(key, value)
+            conn.endheaders(body)
+            got.append(conn.getresponse().status)
+            conn.close()
+        time.sleep(1.0)  # the poller's figures over a second at least
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        conn.request("GET", "/v1/benchmarks")
+        stored = json.loads(conn.getresponse().read())["benchmarks"] != []
+        conn.close()
+        print(f"c3-cross-port: no-cors Blob POST from http://127.0.0.1:<other port> → {got[0]}, "
+              f"from http://localhost:<same port> → {got[1]}; stored: {stored}; meanwhile "
+              f"{probe.finish()}")
+    finally:
+        srv.stop()
+
+
+def c4_slow_bodies(repo: Path, work: Path, new: bool) -> None:
+    srv = Srv(repo, work)
+    slow: list[socket.socket] = []
+    try:
+        probe = Probe(srv.port)
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=90)
+            s.sendall(b"POST /v1/results HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: 100000\r\n\r\n[")
+            slow.append(s)
+        stop = threading.Event()
+
+        def trickle() -> None:  # a byte a second on each
+            while not stop.wait(1.0):
+                for s in slow:
+                    with contextlib.suppress(OSError):
+                        s.sendall(b" ")
+
+        dripper = threading.Thread(target=trickle, daemon=True)
+        dripper.start()
+        time.sleep(2.0)
+        status, _, took = srv.post(_event(item_id="valid"), {"Content-Type": "application/json"},
+                                   timeout=70)
+        stop.set()
+        dripper.join()
+        print(f"c4-slow-bodies: 8 bodies at a byte a second, then a valid POST → {status} in "
+              f"{took:.2f} s; meanwhile {probe.finish()}")
+    finally:
+        for s in slow:
+            s.close()
+        srv.stop()
+
+
 PROBES = {"ones": ones, "first-line": first_line, "browser": browser, "idle": idle,
-          "big": big, "benchmarks": benchmarks}
+          "big": big, "benchmarks": benchmarks, "c1-connections": c1_connections,
+          "c2-budget": c2_budget, "c3-cross-port": c3_cross_port,
+          "c4-slow-bodies": c4_slow_bodies}
 
 
 def main() -> None:

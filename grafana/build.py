@@ -144,6 +144,20 @@ def _ranking_table() -> table.Panel:
             .sort_by([cb.TableSortByFieldState().display_name("rank")]))
 
 
+# An idle monitor's counters stand still, and a share or a quantile of no events is 0/0 = NaN,
+# which Grafana draws as "NaN". The share divides only by a positive rate and reads 0 while the
+# monitor is scraped and idle (no event, none rejected); the quantile is kept only while
+# requests arrive (no data otherwise: no lag was measured). Both are no data once the monitor
+# is not scraped at all.
+_EVENTS_RATE = "sum(rate(llm_monitor_events_total[$__rate_interval]))"
+_DEAD_LETTER_FRACTION = (
+    '(sum(rate(llm_monitor_events_total{outcome=~"invalid|conflict"}[$__rate_interval])) / '
+    f"({_EVENTS_RATE} > 0)) or (0 * {_EVENTS_RATE})")
+_LAG_P99 = ("histogram_quantile(0.99, sum by (le) (rate("
+            "llm_monitor_processing_lag_seconds_bucket[$__rate_interval]))) and "
+            "(sum(rate(llm_monitor_processing_lag_seconds_count[$__rate_interval])) > 0)")
+
+
 def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel | table.Panel]:
     """Panel builders in reading order; the dashboard lays them out left to right."""
     return [
@@ -203,17 +217,13 @@ def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel | tabl
                     width=8, unit="reqps"),
         _timeseries("Dead-letter fraction",
                     "Share of events rejected as invalid or conflicting; the alert fires "
-                    "above 5 %.",
-                    [_target('sum(rate(llm_monitor_events_total{outcome=~"invalid|conflict"}'
-                             '[$__rate_interval])) / sum(rate(llm_monitor_events_total'
-                             '[$__rate_interval]))', "dead-lettered")],
+                    "above 5 %. 0 while no event arrives.",
+                    [_target(_DEAD_LETTER_FRACTION, "dead-lettered")],
                     width=8, unit="percentunit", thresholds=(0.05,)),
         _timeseries("Processing lag p99",
                     "99th percentile of request arrival → durable and in the metrics; "
-                    "target < 1 s.",
-                    [_target("histogram_quantile(0.99, sum by (le) (rate("
-                             "llm_monitor_processing_lag_seconds_bucket[$__rate_interval])))",
-                             "p99")], width=8, unit="s", thresholds=(1.0,)),
+                    "target < 1 s. No data while no request arrives.",
+                    [_target(_LAG_P99, "p99")], width=8, unit="s", thresholds=(1.0,)),
         _timeseries("Flip rate per model (10 % alarm)",
                     "Share of a model's items answered right in the original form and wrong "
                     "once perturbed, per perturbation kind and pooled (kind=all). Above 10 % "
@@ -231,23 +241,38 @@ def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel | tabl
     ]
 
 
+# A benchmark stays listed over the whole time range (its history is worth a look after a
+# restart), but the pair variables list only the pairs exported now: the adjacent pairs change
+# whenever the ranking reorders, and label_values over the range would also offer every pair
+# retired within it (125 for 31 current ones on MMLU-Pro), whose panels are empty. query_result
+# is an instant query at the range's end; Grafana writes each series as
+# `{model_a="…"} <value> <time>`, with the label value unescaped, and the regex takes it back
+# whole, quotes and all (the label is the series' only one).
 _BENCH_QUERY = "label_values(llm_monitor_ranking_resolved, benchmark)"
-_MODEL_A_QUERY = f"label_values(llm_monitor_pair_items{{{_BENCH}}}, model_a)"
-_MODEL_B_QUERY = ("label_values(llm_monitor_pair_items{"
-                  f"{_BENCH}, model_a=${{model_a:doublequote}}}}, model_b)")
+_MODEL_A_QUERY = f"query_result(max by (model_a) (llm_monitor_pair_items{{{_BENCH}}}))"
+_MODEL_B_QUERY = ("query_result(max by (model_b) (llm_monitor_pair_items{"
+                  f"{_BENCH}, model_a=${{model_a:doublequote}}}}))")
+
+
+def _only_label(name: str) -> str:
+    """The regex taking the value of ``name`` from a query_result series with that label only."""
+    return f'/^\\{{{name}="(.*)"\\}} \\S+ \\S+$/'
 
 
 def _variables() -> list[cogbuilder.Builder[dm.VariableModel]]:
-    def query_variable(name: str, label: str, query: str) -> db.QueryVariable:
+    def query_variable(name: str, label: str, query: str,
+                       regex: str | None = None) -> db.QueryVariable:
         # Single-valued: each value is written into an equality matcher, never a regex.
-        return (db.QueryVariable(name).label(label).datasource(_DS_REF).query(query)
-                .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-                .sort(dm.VariableSort.ALPHABETICAL_ASC).multi(False).include_all(False))
+        var = (db.QueryVariable(name).label(label).datasource(_DS_REF).query(query)
+               .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+               .sort(dm.VariableSort.ALPHABETICAL_ASC).multi(False).include_all(False))
+        return var if regex is None else var.regex(regex)
 
     return [
         query_variable("benchmark", "benchmark", _BENCH_QUERY),
-        query_variable("model_a", "pair: model A (ranked above)", _MODEL_A_QUERY),
-        query_variable("model_b", "model B", _MODEL_B_QUERY),
+        query_variable("model_a", "pair: model A (ranked above)", _MODEL_A_QUERY,
+                       _only_label("model_a")),
+        query_variable("model_b", "model B", _MODEL_B_QUERY, _only_label("model_b")),
     ]
 
 

@@ -22,7 +22,7 @@ def _root() -> None:
 #: register two commands each).
 _COMMAND_MODULES = {"power": "power", "leakage": "leakage", "report": "report",
                     "stability": "stability", "run": "run", "demo": "run",
-                    "post": "post", "watch": "watch",
+                    "post": "post", "watch": "watch", "plan": "plan",
                     "calibrate": "calibrate", "compare": "compare", "verdict": "verdict",
                     "schemas": "schemas", "worker": "worker", "produce": "worker"}
 

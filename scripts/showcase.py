@@ -27,13 +27,16 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "showcase"
 # name: (table, benchmark, report options, run options, the run's design). MMLU-Pro's 14
 # categories are fixed strata: `report --strata-col`, and the monitor's benchmark declared
-# `strata` (its results carry the category as their cluster label).
+# `strata` (its results carry the category as their cluster label). Both boards planned for
+# 32 models (MMLU-Pro's size, as `make run`; GSM8K's 42 outgrow it).
 TABLES = {
     "mmlu-pro": ("mmlu_pro_item_correctness_wide.csv", "mmlu_pro",
-                 ["--exclude", "src", "--strata-col", "category"],
-                 ["--exclude", "src", "--cluster-col", "category"], "strata"),
-    "gsm8k": ("zeroeval_gsm8k_item_correctness_wide.csv", "gsm8k", ["--exclude", "gold"],
-              ["--exclude", "gold"], "items"),
+                 ["--exclude", "src", "--strata-col", "category", "--planned-models", "32"],
+                 ["--exclude", "src", "--cluster-col", "category", "--planned-models", "32"],
+                 "strata"),
+    "gsm8k": ("zeroeval_gsm8k_item_correctness_wide.csv", "gsm8k",
+              ["--exclude", "gold", "--planned-models", "32"],
+              ["--exclude", "gold", "--planned-models", "32"], "items"),
 }
 CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
@@ -108,7 +111,7 @@ def terminal_view(data: Path) -> None:
     session = f"showcase-{port}"
     # COLUMNS and LINES unset: the pane's 80 × 24 must rule, not a size the tmux server's
     # environment may carry.
-    cmd = (f"cd {REPO} && unset COLUMNS LINES && {sys.executable} -m monitor.cli demo "
+    cmd = (f"cd {REPO} && env -u COLUMNS -u LINES {sys.executable} -m monitor.cli demo "
            f"--data {data} --port {port} --rate 60000; sleep 600")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
                    check=True)

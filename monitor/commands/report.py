@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._output import emit
-from monitor.defaults import RANK_SEED, REPLAY_SEED
+from monitor.defaults import MARGIN, PLANNED_MODELS, RANK_SEED, REPLAY_SEED
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -284,6 +284,19 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
     return render
 
 
+def _margin(text: str) -> float | None:
+    """``--margin``: a number in (0, 0.5), or ``none`` (no equivalence decisions)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--margin must be a number in (0, 0.5) or none, got {text!r}") from None
+    if not 0.0 < value < 0.5:
+        raise ConfigError(f"--margin must be a number in (0, 0.5) or none, got {text!r}")
+    return value
+
+
 def _split(values: list[str] | None) -> tuple[str, ...]:
     out: list[str] = []
     for v in values or []:
@@ -355,7 +368,11 @@ def register(app: typer.Typer) -> None:
             "default: the same table gives the same sets)")] = RANK_SEED,
         planned_models: Annotated[int, typer.Option(
             "--planned-models", help="the board size each pair's fixed share of α is planned "
-            "for (as the live monitor's --planned-models)")] = 32,
+            "for (as the live monitor's --planned-models)")] = PLANNED_MODELS,
+        margin: Annotated[str, typer.Option(
+            help="Δ, the equivalence margin (0.01 = one point): a pair whose confidence "
+            "sequence lies inside (−Δ, Δ) is declared equivalent; none: never (as the live "
+            "monitor's --margin)")] = f"{MARGIN:g}",
         anytime_rule: Annotated[str, typer.Option(
             "--anytime-rule", help="board (each pair a fixed share of α, the live monitor's "
             "rule) or family (e-Bonferroni over these pairs, for comparison)")] = "board",
@@ -392,6 +409,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
         if planned_models < 2:
             raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
+        delta = _margin(margin)
         table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
                             scorer=scorer, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
                             exclude=_split(exclude), na_as_wrong=not na_as_absent)
@@ -404,7 +422,7 @@ def register(app: typer.Typer) -> None:
 
         # The decisions are the verdicts: always taken (--anytime, once needed, is ignored).
         report = with_anytime(report, table, order=order, seed=seed,
-                              planned_models=planned_models, rule=anytime_rule)
+                              planned_models=planned_models, rule=anytime_rule, margin=delta)
         if html is not None:
             from monitor.offline.html import write_html
 

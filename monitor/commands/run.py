@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from monitor.commands._settings import SettingsCommand
 from monitor.defaults import REPLAY_SEED
 from monitor.errors import InputError
 
@@ -161,17 +162,26 @@ def report_command(settings: Settings, table: Path, benchmark: str | None, *,
                    exclude: list[str], cluster_col: str | None, seed: int | None) -> str:
     """The ``llm-monitor report`` command that takes the decisions a replay of ``table`` takes
     live: the benchmark's declared design (its labels as ``--strata-col`` or
-    ``--cluster-col``), and the replay's order (``--seed`` of a shuffled replay, the same
+    ``--cluster-col``), the board size planned for and the margin where they are not the
+    report's defaults, and the replay's order (``--seed`` of a shuffled replay, the same
     permutation; ``--order file`` otherwise)."""
     import contextlib
     import os
     import shlex
 
+    from monitor.core.config import MARGIN
+    from monitor.defaults import PLANNED_MODELS
+
     spec = settings.benchmarks.get(benchmark or "")
     design = spec.design if spec is not None else settings.design
+    margin = spec.margin if spec is not None else settings.margin
     opts = [a for x in exclude for a in ("--exclude", x)]
     if cluster_col and design != "items":
         opts += ["--strata-col" if design == "strata" else "--cluster-col", cluster_col]
+    if settings.planned_models != PLANNED_MODELS:
+        opts += ["--planned-models", str(settings.planned_models)]
+    if margin != MARGIN:
+        opts += ["--margin", "none" if margin is None else f"{margin:g}"]
     opts += ["--order", "file"] if seed is None else ["--seed", str(seed)]
     # The table as the shorter of its given and its cwd-relative path: the command must fit
     # the view's last lines.
@@ -243,38 +253,48 @@ def _start(
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="settings file (.toml, .json, .yaml): keys are the option names with _; "
     "options and LLM_MONITOR_* variables override it")]
-AlphaOpt = Annotated[float | None, typer.Option(help="family-wise level α of the verdicts (default: 0.05)")]
-PowerOpt = Annotated[float | None, typer.Option(help="target power for N* (default: 0.8)")]
+AlphaOpt = Annotated[float | None, typer.Option(help="family-wise level α of the verdicts")]
+PowerOpt = Annotated[float | None, typer.Option(help="target power for N*")]
 PlannedOpt = Annotated[int | None, typer.Option(
     "--planned-models", help="board size each pair's fixed share of α is planned for: the first "
-    "M(M−1)/2 pairs share α/2, later blocks less (default: 32)")]
-FamilyOpt = Annotated[str | None, typer.Option(help="pairs read together: adjacent or all (default: adjacent)")]
+    "M(M−1)/2 pairs share α/2, later blocks less")]
+FamilyOpt = Annotated[str | None, typer.Option(help="pairs read together: adjacent or all")]
 CorrectionOpt = Annotated[str | None, typer.Option(
-    help="multiplicity correction of the fixed-N figures: none, bonferroni, holm, bh (default: bonferroni)")]
+    help="multiplicity correction of the fixed-N figures: none, bonferroni, holm, bh")]
 PerPairSeriesOpt = Annotated[str | None, typer.Option(
-    help="pairs with per-pair Prometheus series: adjacent or all (default: adjacent)")]
+    help="pairs with per-pair Prometheus series: adjacent or all")]
 ExcludeFlagOpt = Annotated[list[str] | None, typer.Option(
-    "--exclude-flag", help="items with this flag are excluded from resolution (repeatable) "
-    "(default: leak-suspect)")]
+    "--exclude-flag", help="items with this flag are excluded from resolution (repeatable)")]
 IncludeLeakOpt = Annotated[bool | None, typer.Option(
     "--include-leak-suspect/--exclude-leak-suspect",
-    help="count items flagged leak-suspect in resolution (default: excluded)")]
+    help="count items flagged leak-suspect in resolution")]
 SamplesOpt = Annotated[int | None, typer.Option(
     "--samples", help="K of a new benchmark that declares none (in the settings' benchmarks "
     "table, or by its first result's field `k`): the samples each model answers every item "
     "with (field `sample` 0 … K−1); an item counts with the mean of its K samples once all "
-    "are in (default: 1)")]
+    "are in")]
 EvalIntervalOpt = Annotated[float | None, typer.Option(
-    help="seconds between verdict evaluations while results stream in, 0 after every batch (default: 0.25)")]
+    help="seconds between verdict evaluations while results stream in, 0 after every batch")]
+
+
+DesignOpt = Annotated[str | None, typer.Option(
+    "--design", help="how the items of a new benchmark not declared in the settings' "
+    "benchmarks table were drawn, which decides its verdicts: items, strata (the results' "
+    "cluster labels are fixed strata) or clusters (sampled clusters); docs/clusters-vs-strata.md")]
+MarginOpt = Annotated[str | None, typer.Option(
+    "--margin", help="Δ, the equivalence margin of a new benchmark (0.01 = one point): a pair "
+    "whose confidence sequence lies inside (−Δ, Δ) is declared equivalent; none: never")]
 
 
 def core_options(*, alpha: float | None, power: float | None, family: str | None,
                  correction: str | None, per_pair_series: str | None,
                  exclude_flag: list[str] | None, include_leak_suspect: bool | None,
                  eval_interval: float | None, planned_models: int | None = None,
-                 samples: int | None = None) -> dict[str, Any]:
+                 samples: int | None = None, design: str | None = None,
+                 margin: str | None = None) -> dict[str, Any]:
     """The core options as Settings keywords (None: not given on the command line)."""
     return {"alpha": alpha, "power": power, "planned_models": planned_models, "samples": samples,
+            "design": design, "margin": margin,
             "family": family, "correction": correction,
             "per_pair_series": per_pair_series,
             "exclude_flags": tuple(exclude_flag) if exclude_flag else None,
@@ -282,7 +302,7 @@ def core_options(*, alpha: float | None, power: float | None, family: str | None
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("run")
+    @app.command("run", cls=SettingsCommand)
     def run_cmd(
         config: ConfigOpt = None,
         db: Annotated[Path | None, typer.Option(help="SQLite database (created if absent)")] = None,
@@ -310,15 +330,17 @@ def register(app: typer.Typer) -> None:
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
         samples: SamplesOpt = None,
+        design: DesignOpt = None,
+        margin: MarginOpt = None,
         max_body_bytes: Annotated[str | None, typer.Option(help="request body limit, e.g. 10MB")] = None,
-        sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash) (default: FULL)")] = None,
-        view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view (default: on)")] = None,
+        sqlite_synchronous: Annotated[str | None, typer.Option(help="FULL (survives a power cut) or NORMAL (a crash)")] = None,
+        view: Annotated[bool | None, typer.Option("--view/--no-view", help="live terminal view")] = None,
         snapshot_every: Annotated[int | None, typer.Option(
             help="store a snapshot of the state after this many accepted results, 0: not by "
-            "count; a restart replays only the results after it (default: 100000)")] = None,
+            "count; a restart replays only the results after it")] = None,
         snapshot_interval: Annotated[float | None, typer.Option(
             help="store a snapshot this many seconds after the last one if results arrived, "
-            "0: not by time (default: 300)")] = None,
+            "0: not by time")] = None,
     ) -> None:
         """Serve the live monitor: HTTP ingest, SQLite persistence, /metrics, a terminal view."""
         from monitor.runners.settings import Settings
@@ -331,22 +353,23 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval, samples=samples),
+                           eval_interval=eval_interval, samples=samples, design=design,
+                           margin=margin),
         )
         _start(settings, replay=list(replay or []), seed=seed, shuffle=shuffle, rate=rate,
                view=settings.view, benchmark=benchmark, model=model, metric=metric,
                exclude=list(exclude or []), cluster_col=cluster_col,
                urls=["/v1/benchmarks", "/v1/changes?since=0", "/metrics"], filter=filter)
 
-    @app.command("demo")
+    @app.command("demo", cls=SettingsCommand)
     def demo_cmd(
         data: Annotated[Path, typer.Option(help="directory holding mmlu_pro_item_correctness_wide.csv")],
         rate: Annotated[float, typer.Option(help="replay pace in results/s")] = 4000.0,
         seed: Annotated[int, typer.Option(
             help="seed of the shuffled order (report --seed takes the same decisions)")]
             = REPLAY_SEED,
-        host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+        host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
+        port: Annotated[int | None, typer.Option(help="TCP port (0: any free port)")] = None,
         no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
     ) -> None:
         """Replay the real MMLU-Pro table into a fresh embedded monitor, in shuffled order."""
@@ -357,10 +380,11 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))
         tmp = Path(tempfile.mkdtemp(prefix="llm-monitor-demo-"))
         try:
-            # MMLU-Pro's 14 subjects are fixed strata (every subject of the benchmark is on
-            # the board): the design its verdicts are taken under, as `report --strata-col`.
+            # A board of known size is planned for it: the table's 32 models. MMLU-Pro's 14
+            # subjects are fixed strata (every subject of the benchmark is on the board): the
+            # design its verdicts are taken under, as `report --strata-col`.
             settings = Settings.build(db=tmp / "demo.db", host=host, port=port,
-                                      sqlite_synchronous="NORMAL",
+                                      sqlite_synchronous="NORMAL", planned_models=32,
                                       view=False if no_view else None,
                                       benchmarks={DEMO_BENCHMARK: {"design": "strata"}})
             _start(settings, replay=[table], seed=seed, shuffle=True, rate=rate,

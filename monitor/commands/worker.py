@@ -9,14 +9,17 @@ from typing import Annotated
 
 import typer
 
+from monitor.commands._settings import SettingsCommand
 from monitor.commands.run import (
     AlphaOpt,
     ConfigOpt,
     CorrectionOpt,
+    DesignOpt,
     EvalIntervalOpt,
     ExcludeFlagOpt,
     FamilyOpt,
     IncludeLeakOpt,
+    MarginOpt,
     PerPairSeriesOpt,
     PlannedOpt,
     PowerOpt,
@@ -74,14 +77,14 @@ def produce_file(
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("worker")
+    @app.command("worker", cls=SettingsCommand)
     def worker(
         config: ConfigOpt = None,
-        broker: Annotated[str | None, typer.Option(help="Kafka bootstrap servers, kafka://host:port[,host:port] (default: kafka://127.0.0.1:9092)")] = None,
-        partitions: Annotated[int | None, typer.Option(help="partitions of the results topic when it is created (default: 3)")] = None,
-        metrics_port: Annotated[int | None, typer.Option(help="port of /metrics, 0 for any free port (default: 9308)")] = None,
-        metrics_host: Annotated[str | None, typer.Option(help="address of /metrics (default: 127.0.0.1)")] = None,
-        group: Annotated[str | None, typer.Option(help="consumer group of the workers (default: llm-monitor)")] = None,
+        broker: Annotated[str | None, typer.Option(help="Kafka bootstrap servers, kafka://host:port[,host:port]")] = None,
+        partitions: Annotated[int | None, typer.Option(help="partitions of the results topic when it is created")] = None,
+        metrics_port: Annotated[int | None, typer.Option(help="port of /metrics, 0 for any free port")] = None,
+        metrics_host: Annotated[str | None, typer.Option(help="address of /metrics")] = None,
+        group: Annotated[str | None, typer.Option(help="consumer group of the workers")] = None,
         alpha: AlphaOpt = None,
         power: PowerOpt = None,
         planned_models: PlannedOpt = None,
@@ -92,9 +95,11 @@ def register(app: typer.Typer) -> None:
         include_leak_suspect: IncludeLeakOpt = None,
         eval_interval: EvalIntervalOpt = None,
         samples: SamplesOpt = None,
-        checkpoint_interval: Annotated[float | None, typer.Option(help="seconds between state checkpoints and offset commits (default: 2.0)")] = None,
-        batch_size: Annotated[int | None, typer.Option(help="most records stepped at once (default: 5000)")] = None,
-        engine: Annotated[str | None, typer.Option(help="kafka (kafka-python) or faust (default: kafka)")] = None,
+        design: DesignOpt = None,
+        margin: MarginOpt = None,
+        checkpoint_interval: Annotated[float | None, typer.Option(help="seconds between state checkpoints and offset commits")] = None,
+        batch_size: Annotated[int | None, typer.Option(help="most records stepped at once")] = None,
+        engine: Annotated[str | None, typer.Option(help="kafka (kafka-python) or faust")] = None,
     ) -> None:
         """Distributed monitor: consume llm-monitor.results, publish changes and dead letters.
 
@@ -112,7 +117,8 @@ def register(app: typer.Typer) -> None:
                            family=family, correction=correction,
                            per_pair_series=per_pair_series, exclude_flag=exclude_flag,
                            include_leak_suspect=include_leak_suspect,
-                           eval_interval=eval_interval, samples=samples),
+                           eval_interval=eval_interval, samples=samples, design=design,
+                           margin=margin),
         )
         _need_kafka("kafka")
         if settings.engine == "faust":
@@ -124,10 +130,10 @@ def register(app: typer.Typer) -> None:
 
         raise typer.Exit(run_worker(settings))
 
-    @app.command("produce")
+    @app.command("produce", cls=SettingsCommand)
     def produce(
         files: Annotated[list[Path], typer.Argument(help="tables or lm-eval samples_*.jsonl files")],
-        broker: Annotated[str, typer.Option(help="Kafka bootstrap servers")] = "kafka://127.0.0.1:9092",
+        broker: Annotated[str | None, typer.Option(help="Kafka bootstrap servers, kafka://host:port[,host:port]")] = None,
         shuffle: Annotated[bool, typer.Option(help="send in a seeded random order")] = False,
         seed: Annotated[int, typer.Option(help="seed of --shuffle")] = 0,
         limit: Annotated[int | None, typer.Option(help="send only the first N results")] = None,
@@ -136,15 +142,20 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str | None, typer.Option(help="metric of lm-eval samples")] = None,
         exclude: Annotated[list[str] | None, typer.Option(help="wide tables: a column that is not a model")] = None,
         cluster_col: Annotated[str | None, typer.Option(help="column of item clusters")] = None,
-        partitions: Annotated[int, typer.Option(help="partitions if the topic is created")] = 3,
+        partitions: Annotated[int | None, typer.Option(help="partitions of the results topic if it is created")] = None,
     ) -> None:
         """Send results to llm-monitor.results as ItemResult JSON (key = benchmark)."""
+        from monitor.runners.settings import Settings
+
         if limit is not None and limit < 0:
             raise ConfigError(f"--limit must not be negative, got {limit}")
+        # The broker and the topic's partitions as the worker reads them (options, then
+        # LLM_MONITOR_BROKER and LLM_MONITOR_PARTITIONS, then the defaults), so both sides meet.
+        settings = Settings.build(serve_http=False, broker=broker, partitions=partitions)
         t0 = time.perf_counter()
-        n = produce_file(list(files), broker=broker, shuffle=shuffle, seed=seed, limit=limit,
-                         benchmark=benchmark, model=model, metric=metric,
+        n = produce_file(list(files), broker=settings.broker, shuffle=shuffle, seed=seed,
+                         limit=limit, benchmark=benchmark, model=model, metric=metric,
                          exclude=tuple(exclude or ()), cluster_col=cluster_col,
-                         partitions=partitions)
+                         partitions=settings.partitions)
         dt = time.perf_counter() - t0
         print(f"llm-monitor: produced {n} results in {dt:.1f} s", file=sys.stderr)

@@ -22,7 +22,8 @@ from the score matrix for the pairs somebody reads (:meth:`BenchmarkState.cluste
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,14 @@ _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster s
 _DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
 _DENSE_FILL = 32  # other than 0/1 scores: dense while the block has ≤ 32 cells per new score
 
+#: Bytes of the Python objects of each item, model and perturbed result beyond the arrays: dict
+#: entries, list slots and the name itself (tracemalloc over 100,000 items named like
+#: ``mmlu_pro-test-000123`` and 100,000 perturbed results: 75 and 313 bytes besides the id
+#: strings, ~70 bytes each; models as items, rounded up).
+ITEM_OBJECT_BYTES = 160
+MODEL_OBJECT_BYTES = 200
+PERTURBED_OBJECT_BYTES = 320
+
 _BLAS: Any = None
 
 
@@ -62,6 +71,54 @@ def single_thread_blas() -> Iterator[None]:
         _BLAS = ThreadpoolController().select(user_api="blas")
     with _BLAS.limit(limits=1):
         yield
+
+
+def _more_rows(cap: int) -> int:
+    return cap + cap // 2  # 1.5x: the matrix stays within ~12 bytes per stored score
+
+
+def _more_cols(cap: int) -> int:
+    return cap + max(1, cap // 4)  # models arrive rarely: grow by a quarter
+
+
+def _capacity(cap: int, need: int, grow: Callable[[int], int]) -> int:
+    while cap < need:
+        cap = grow(cap)
+    return cap
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What a batch adds to a benchmark: new items and models (rows and columns), stored
+    scores (``cells``: accepted results, samples and perturbed variants included), perturbed
+    results, whether it brings the board's first score other than 0/1 (``nonbinary``), and
+    the K its first result declares (``k``, for a benchmark it would start)."""
+
+    items: int = 0
+    models: int = 0
+    cells: int = 0
+    perturbed: int = 0
+    nonbinary: bool = False
+    k: int | None = None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What state holds: models, items, stored scores (``cells``) and bytes (the arrays at
+    their capacity plus the Python objects of the names, :data:`ITEM_OBJECT_BYTES` …)."""
+
+    models: int = 0
+    items: int = 0
+    cells: int = 0
+    nbytes: int = 0
+
+    def __add__(self, other: Footprint) -> Footprint:
+        return Footprint(self.models + other.models, self.items + other.items,
+                         self.cells + other.cells, self.nbytes + other.nbytes)
+
+    def __sub__(self, other: Footprint) -> Footprint:
+        return Footprint(self.models - other.models, self.items - other.items,
+                         self.cells - other.cells, self.nbytes - other.nbytes)
 
 
 class BenchmarkState:
@@ -117,12 +174,34 @@ class BenchmarkState:
         self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
+        # Bumped by every change of the state: a table reads the state only at its version.
+        self.version = 0
         # (planned models, block of each pair's share of α, columns filled): derived, cached
         self.blocks: tuple[int, NDArray[np.int8], int] | None = None
         # Sampled clusters: each pair's clustered decision (indexed by pair_number − 1, by
         # cluster id), the pair's verdict under that design.
         self.cpaths: ClusterPaths | None = (ClusterPaths.empty(28, 8)
                                             if spec.design == "clusters" else None)
+        # The items' places in the benchmark's fixed random order (derived, cached).
+        self._order_keys: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+
+    def changed(self) -> None:
+        """Mark the state changed (a batch applied, a decision adopted): tables handed out
+        before refuse further reads, and the next read computes a new one."""
+        self.table_stale = True
+        self.version += 1
+
+    def order_keys(self) -> NDArray[np.uint64]:
+        """Each item's place in the benchmark's fixed random order (:func:`monitor.core.plan.
+        item_keys`), computed for new items only."""
+        from monitor.core.plan import item_keys
+
+        have = self._order_keys
+        rows = len(self.item_ids)
+        if have.size < rows:
+            self._order_keys = have = np.concatenate(
+                [have, item_keys(self.name, self.item_ids[have.size:rows])])
+        return have
 
     @property
     def samples(self) -> int:
@@ -155,7 +234,7 @@ class BenchmarkState:
             return r
         r = len(self.item_ids)
         if r == self.X.shape[0]:
-            cap = r + r // 2  # 1.5x: the matrix stays within ~12 bytes per stored score
+            cap = _more_rows(r)
             X = np.full((cap, self.X.shape[1]), np.nan)
             X[:r] = self.X
             self.X = X
@@ -185,7 +264,7 @@ class BenchmarkState:
             return c
         c = len(self.models)
         if c == self.X.shape[1]:
-            cap = c + max(1, c // 4)  # models arrive rarely: grow by a quarter
+            cap = _more_cols(c)
             X = np.full((self.X.shape[0], cap), np.nan)
             X[:, :c] = self.X
             self.X = X
@@ -205,15 +284,44 @@ class BenchmarkState:
         self.models.append(model)
         return c
 
-    def nbytes(self) -> int:
-        """Bytes held by the numeric state (score matrix, row labels, pair sums, paths)."""
-        arrays = [self.X, self.group, self.excluded_rows, self.n, self.sx, self.p, self.codes,
-                  self.decided_at,
-                  *(getattr(self.paths, f) for f in self.paths.__dataclass_fields__)]
-        arrays += [a for a in (self.sx2, self.Y) if a is not None]
-        if self.cpaths is not None:
-            arrays += [getattr(self.cpaths, f) for f in self.cpaths.__dataclass_fields__]
-        return int(sum(a.nbytes for a in arrays))
+    def nbytes(self, *, items: int | None = None, models: int | None = None,
+               binary: bool | None = None) -> int:
+        """Bytes held by the numeric state (score matrix, row labels, pair sums, paths, the
+        pairs' cached α blocks); with ``items``, ``models`` or ``binary``: the bytes it would
+        hold with that many items and models (at the capacities the growth rules give them)
+        and with that kind of scores — what a batch would make of it, before it is applied."""
+        rows = _capacity(self.X.shape[0], items or 0, _more_rows)
+        cols = _capacity(self.cap, models or 0, _more_cols)
+        binary = self.binary if binary is None else binary and self.binary
+        samples = self.Y.shape[2] if self.Y is not None else 0
+        per_row = (self.X.itemsize * cols * (1 + samples) + self.group.itemsize
+                   + self.excluded_rows.itemsize)
+        paths = sum(getattr(self.paths, f).itemsize for f in self.paths.__dataclass_fields__)
+        # n, the verdict codes, the decision times, the α block (int8); sx and p are int32
+        # counts while every score is 0/1, then float64 with sx2 beside them.
+        sums = 2 * np.dtype(np.int32).itemsize if binary else 3 * np.dtype(np.float64).itemsize
+        per_pair = (self.n.itemsize + self.codes.itemsize + self.decided_at.itemsize + 1
+                    + paths + sums)
+        total = rows * per_row + cols * cols * per_pair + cols * self.nonbinary.itemsize
+        if self.cpaths is not None:  # sampled clusters: a count and a total per pair and cluster
+            cp = self.cpaths
+            per_cell = cp.count.itemsize + cp.total.itemsize
+            per_pair_cl = sum(getattr(cp, f).itemsize for f in cp.__dataclass_fields__
+                              if f not in ("count", "total"))
+            pairs = max(cols * (cols - 1) // 2, cp.shape[0])
+            total += pairs * (max(len(self.clusters), cp.shape[1]) * per_cell + per_pair_cl)
+        return total
+
+    def footprint(self, growth: Growth | None = None) -> Footprint:
+        """Models, items and bytes held (``cells`` 0: the monitor counts them), after
+        ``growth`` when given."""
+        g = growth or Growth()
+        items, models = len(self.item_ids) + g.items, self.k + g.models
+        perturbed = len(self.perturbed) + g.perturbed
+        nbytes = (self.nbytes(items=items, models=models, binary=not g.nonbinary)
+                  + ITEM_OBJECT_BYTES * items + MODEL_OBJECT_BYTES * models
+                  + PERTURBED_OBJECT_BYTES * perturbed)
+        return Footprint(models=models, items=items, nbytes=nbytes)
 
     def to_float(self) -> None:
         """Switch the sums to float64 (the first score other than 0/1): sx2 = sx then."""
@@ -425,7 +533,7 @@ class BenchmarkState:
             decided_n=at(cp.decided_n).astype(np.float64),
             decided_obs=at(cp.decided_obs).astype(np.float64),
             decided_log_e=at(cp.decided_log_e).astype(np.float64),
-            seen=len(self.clusters) - 1)
+            seen=len(self.clusters) - 1, equivalent=at(cp.equivalent).astype(np.int8))
 
     def within_sums(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray]:
         """Σ (w_a + w_b) over the complete, non-excluded items of the pairs (a[i], b[i]), w the

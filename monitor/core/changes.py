@@ -19,15 +19,15 @@ def resolution_change(view: PairView, *, change_id: int, benchmark: str, previou
     ``decided_*`` fields say where the decision itself was taken.
     """
     f = view.figures
-    decided = bool(f.decided)
+    decided = f.verdict_code != 0
+    log_e = f.headline_decided_log_e
     return ResolutionChange(
         change_id=change_id, benchmark=benchmark, model_a=view.model_a, model_b=view.model_b,
         previous=previous, verdict=view.verdict, n=f.n, delta=f.delta, cs_low=f.cs_low,
         cs_high=f.cs_high, e_value=f.e_value, q=f.q, q_cluster=f.q_grouped,
         q_anytime=f.q_anytime, mde=f.mde,
-        decided_n=f.decided_n if decided else None,
-        decided_e_value=e_of(f.decided_log_e) if decided and f.decided_log_e is not None
-        else None,
+        decided_n=f.headline_decided_n if decided else None,
+        decided_e_value=e_of(log_e) if decided and log_e is not None else None,
         e_threshold=1.0 / f.e_alpha,
         decided_ts=None if view.decided_ts is None else datetime.fromisoformat(view.decided_ts),
         ts=ts,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from monitor.defaults import MARGIN, PLANNED_MODELS
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import DESIGNS, Design
 from monitor.stats.multiplicity import METHODS
@@ -35,11 +36,16 @@ class BenchmarkSpec:
         (:mod:`monitor.stats.cluster_sequential`). Declared by the settings only.
     cluster_items
         Under ``"clusters"``: r, the items of a cluster that form its one observation.
+    margin
+        Δ, the equivalence margin: a pair whose confidence sequence at its share lies inside
+        (−Δ, Δ) is declared ``equivalent`` (:mod:`monitor.stats.sequential`); None: no
+        equivalence decisions. On the score scale (0.01 = one point).
     """
 
     samples: int = 1
     design: Design = "items"
     cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
 
     def __post_init__(self) -> None:
         if not (isinstance(self.samples, int) and 1 <= self.samples <= 1024):
@@ -49,6 +55,8 @@ class BenchmarkSpec:
         if not (isinstance(self.cluster_items, int) and 1 <= self.cluster_items <= 10_000):
             raise ValueError("`cluster_items` must be an integer in [1, 10000], got "
                              f"{self.cluster_items!r}")
+        if self.margin is not None and not (0.0 < self.margin < 0.5):
+            raise ValueError(f"`margin` must lie in (0, 0.5) or be None, got {self.margin!r}")
 
 
 @dataclass(frozen=True)
@@ -61,12 +69,15 @@ class CoreConfig:
         Level (two-sided) of the board's one guarantee: with probability ≥ 1 − α no pair is
         ever declared resolved while its models are equal or in the wrong direction. Each pair
         gets a fixed share γ_p of α when it first exists and is resolved, for good, at the
-        first item where its e-process reaches 1/γ_p (:mod:`monitor.stats.sequential`).
+        first item where one of its one-sided e-processes reaches 2/γ_p
+        (:mod:`monitor.stats.sequential`).
     power
         Target power 1 − β for N*, N*_AV and the MDE.
     planned_models
         M₀, the board size the shares are planned for: the first M₀(M₀ − 1)/2 pairs share
         α/2, and each later block of pairs, twice as large as the one before, half as much.
+        Any M₀ keeps the guarantee; it moves power (docs/anytime.md, "How many models to plan
+        for").
     family
         The pairs the fixed-N snapshot figures (q, q_cluster, MDE) are corrected for:
         ``"adjacent"`` (m = k − 1 adjacent pairs of the ranking of k models) or ``"all"``
@@ -86,8 +97,9 @@ class CoreConfig:
     samples
         K of a new benchmark that declares none (:class:`BenchmarkSpec`): neither in
         ``benchmarks`` nor by its first result's ``k``.
-    design, cluster_items
-        The design (and items per cluster observation) of a benchmark not in ``benchmarks``.
+    design, cluster_items, margin
+        The design, items per cluster observation and equivalence margin of a benchmark not
+        in ``benchmarks``.
     benchmarks
         Specs declared for named benchmarks (the settings' ``benchmarks`` table); a result
         whose ``k`` differs from its benchmark's K is a conflict.
@@ -95,7 +107,7 @@ class CoreConfig:
 
     alpha: float = 0.05
     power: float = 0.8
-    planned_models: int = 32
+    planned_models: int = PLANNED_MODELS
     family: Family = "adjacent"
     correction: str = "bonferroni"
     per_pair_series: Family = "adjacent"
@@ -104,6 +116,7 @@ class CoreConfig:
     samples: int = 1
     design: Design = "items"
     cluster_items: int = CLUSTER_ITEMS
+    margin: float | None = MARGIN
     benchmarks: Mapping[str, BenchmarkSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,7 +142,8 @@ class CoreConfig:
                 f"`correction` must be one of {', '.join(METHODS)}, got {self.correction!r}"
             )
         object.__setattr__(self, "exclude_flags", tuple(self.exclude_flags))
-        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items)  # validates them
+        BenchmarkSpec(design=self.design, cluster_items=self.cluster_items,
+                      margin=self.margin)  # validates them
         for name, spec in self.benchmarks.items():
             if not isinstance(spec, BenchmarkSpec):
                 raise ValueError(f"`benchmarks[{name!r}]` must be a BenchmarkSpec, got {spec!r}")
@@ -142,7 +156,7 @@ class CoreConfig:
         if declared is not None:
             return declared
         return BenchmarkSpec(samples=self.samples if k is None else k, design=self.design,
-                             cluster_items=self.cluster_items)
+                             cluster_items=self.cluster_items, margin=self.margin)
 
     def declared(self, benchmark: str) -> bool:
         """True when the settings declare ``benchmark``'s spec."""

@@ -48,13 +48,17 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     fam_alpha = family_alpha(config.alpha, m, method=config.correction)
     if st.cpaths is None:
         decided = st.paths.decided.reshape(cap, cap)[:k, :k]
+        equal = st.paths.equivalent.reshape(cap, cap)[:k, :k]
     else:  # sampled clusters: the clustered decisions are the verdicts
         decided = np.zeros((k, k), dtype=np.int8)
+        equal = np.zeros((k, k), dtype=np.int8)
         lo, hi = np.triu_indices(k, 1)
         idx = hi * (hi - 1) // 2 + lo
         inside = idx < st.cpaths.shape[0]
         decided[lo[inside], hi[inside]] = st.cpaths.decided[idx[inside]]
+        equal[lo[inside], hi[inside]] = st.cpaths.equivalent[idx[inside]]
     code = (decided - decided.T).astype(np.int8)  # decisions live at (lo, hi), lo < hi
+    code[(equal | equal.T) != 0] = 2  # tied within the margin: never separated
     order = consistent_order(by_mean, code == 1)
 
     def levels_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -71,4 +75,5 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
         levels_of=levels_of, decided_ts=st.decided_time,
         binary_board=bool(np.all(st.nonbinary[:k] == 0)),
         samples=st.samples, within_of=st.within_sums if st.samples > 1 else None,
+        version=st.version,
     )

@@ -41,7 +41,7 @@ snapshots (``core.snapshot``) live in their own modules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -57,14 +57,17 @@ from monitor.contracts import (
     Results,
     dead_letter,
 )
-from monitor.core.board import BenchmarkState
+from monitor.core.board import BenchmarkState, Footprint, Growth
 from monitor.core.changes import resolution_change
 from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
+from monitor.core.plan import NEXT_ITEMS, Plan, build_plan
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import ASSUMPTIONS, GUARANTEE, PairTable, PairView, verdict_text
+from monitor.stats.cluster_sequential import ClusterPaths
 from monitor.stats.samples import cell_means
+from monitor.stats.sequential import PairPaths
 
 Outcome = Literal["accepted", "duplicate", "conflict"]
 #: The outcomes of an event, in the order of their codes (:attr:`ApplyResult.codes`).
@@ -211,7 +214,7 @@ class Monitor:
 
         for name in pending:
             self._dirty.setdefault(name, None)
-            benches[name].table_stale = True
+            benches[name].changed()
         changes = self.evaluate() if evaluate else []
         return ApplyResult(codes=codes, dead_letters=dead, changes=changes)
 
@@ -435,38 +438,116 @@ class Monitor:
             return False
         a, b = st.model_col[model_a], st.model_col[model_b]
         winner = verdict.removeprefix("resolved:")
-        if not verdict.startswith("resolved:") or winner not in (model_a, model_b):
-            raise ValueError(f"`verdict` must be resolved:{model_a} or resolved:{model_b}, "
-                             f"got {verdict!r}")
+        if verdict != "equivalent" and (not verdict.startswith("resolved:")
+                                        or winner not in (model_a, model_b)):
+            raise ValueError(f"`verdict` must be resolved:{model_a}, resolved:{model_b} or "
+                             f"equivalent, got {verdict!r}")
         lo, hi = min(a, b), max(a, b)
-        code = 1 if st.models[lo] == winner else -1
+        code = 0 if verdict == "equivalent" else 1 if st.models[lo] == winner else -1
+        equal = int(verdict == "equivalent")
         flat = lo * st.cap + hi
-        if st.cpaths is not None:  # sampled clusters: the verdict is the clustered decision
+        # Sampled clusters: the verdict is the clustered decision; else the item-level one.
+        target: ClusterPaths | PairPaths
+        if st.cpaths is not None:
             p = hi * (hi - 1) // 2 + lo
             st.cpaths = st.cpaths.grown(p + 1, len(st.clusters))
-            if st.cpaths.decided[p] == code:
-                if ts is not None and st.decided_time(lo, hi) != ts:
-                    st.stamp(np.asarray([flat]), ts)
-                return False
-            st.cpaths.decided[p] = code
-            st.cpaths.decided_n[p] = n
-            st.cpaths.decided_obs[p] = st.cpaths.n_obs[p]
-            st.cpaths.decided_log_e[p] = log_e
-            st.stamp(np.asarray([flat]), ts or self._now())
-            st.table_stale = True
-            self._dirty.setdefault(benchmark, None)
-            return True
-        if st.paths.decided[flat] == code:
+            target, at = st.cpaths, p
+        else:
+            target, at = st.paths, flat
+        if target.decided[at] == code and target.equivalent[at] == equal:
             if ts is not None and st.decided_time(lo, hi) != ts:
                 st.stamp(np.asarray([flat]), ts)  # the logged time of a decision taken again
             return False
-        st.paths.decided[flat] = code
-        st.paths.decided_n[flat] = n
-        st.paths.decided_log_e[flat] = log_e
+        target.decided[at] = code
+        target.equivalent[at] = equal
+        target.decided_n[at] = n
+        target.decided_log_e[at] = log_e
+        if st.cpaths is not None:
+            st.cpaths.decided_obs[at] = st.cpaths.n_obs[at]
         st.stamp(np.asarray([flat]), ts or self._now())
-        st.table_stale = True
+        st.changed()
         self._dirty.setdefault(benchmark, None)
         return True
+
+    # -- what the state holds ------------------------------------------------------------
+    def footprint(self, growth: Mapping[str, Growth] | None = None) -> Footprint:
+        """Models, items, stored scores (accepted results) and bytes of every benchmark, after
+        ``growth`` (per benchmark, :meth:`growth`) when given: what a batch would make of the
+        state, before it is applied."""
+        growth = growth or {}
+        total = Footprint(cells=self._counters.accepted + sum(g.cells for g in growth.values()))
+        for name, st in self._benches.items():
+            total += st.footprint(growth.get(name))
+        for name, g in growth.items():
+            if name not in self._benches:  # a benchmark the batch would start
+                total += self._new_state(name, g.k).footprint(g)
+        return total
+
+    def growth(self, events: Sequence[Result], *, exact: bool = True) -> dict[str, Growth]:
+        """What applying ``events`` would add to each of their benchmarks (nothing is changed).
+
+        Items and models are counted exactly either way (a set of each batch's names).
+        ``exact=False`` bounds the rest from above at no cost per event — every event a new
+        stored score, every perturbed one a new perturbed result, the first score other than
+        0/1 — and ``exact=True`` counts them as :meth:`apply` would accept them (one pass
+        over the events in Python: for a batch near a limit).
+        """
+        return {name: self._growth(batch, self._benches.get(name), exact=exact)
+                for name, batch in Results.of(events).by_benchmark().items()}
+
+    def _growth(self, batch: Results, st: BenchmarkState | None, *, exact: bool) -> Growth:
+        # K of the benchmark: its own, or what its first result would declare
+        declared = next((ev.k for ev in batch if ev.k is not None), None) if not batch.plain \
+            else None
+        samples = st.samples if st is not None else self.config.spec(
+            batch[0].benchmark, k=declared).samples
+        plain = batch.plain
+        originals = batch if plain else Results([ev for ev in batch if ev.variant == "original"])
+        item_row = st.item_row if st is not None else {}
+        model_col = st.model_col if st is not None else {}
+        items = set(originals.items)
+        models = set(originals.models)
+        new_items = len(items) - len(items & item_row.keys())
+        new_models = len(models) - len(models & model_col.keys())
+        binary = st is None or st.binary
+        if not exact:
+            return Growth(items=new_items, models=new_models, cells=len(batch),
+                          perturbed=len(batch) - len(originals), nonbinary=binary, k=declared)
+        # new stored scores: (item, model) → {sample: score}, the first of the batch for each
+        cells: dict[tuple[str, str], dict[int, float]] = {}
+        perturbed: set[tuple[str, str, str]] = set()
+        for ev in batch:
+            if ev.variant != "original":
+                key = (ev.variant, ev.item_id, ev.model)
+                if ev.sample == 0 and (st is None or key not in st.perturbed):
+                    perturbed.add(key)
+                continue
+            if ev.sample >= samples or (samples == 1 and ev.sample != 0):
+                continue  # a conflict: never stored
+            r, c = item_row.get(ev.item_id), model_col.get(ev.model)
+            if r is not None and c is not None and st is not None:
+                held = st.X[r, c] if st.Y is None else st.Y[r, c, ev.sample]
+                if held == held:  # not NaN: a duplicate or a conflict
+                    continue
+            cells.setdefault((ev.item_id, ev.model), {}).setdefault(ev.sample, ev.score)
+        nonbinary = False
+        for (item, model), new in cells.items():
+            if samples == 1:
+                score = new[0]
+            else:  # the cell enters the sums with the mean of its K samples, once complete
+                r, c = item_row.get(item), model_col.get(model)
+                y = (st.Y[r, c].copy() if st is not None and st.Y is not None
+                     and r is not None and c is not None else np.full(samples, np.nan))
+                y[list(new)] = list(new.values())
+                if np.isnan(y).any():
+                    continue
+                score = float(cell_means(y[None, :])[0])
+            if score not in (0.0, 1.0):
+                nonbinary = True
+                break
+        stored = sum(len(new) for new in cells.values())
+        return Growth(items=new_items, models=new_models, cells=stored + len(perturbed),
+                      perturbed=len(perturbed), nonbinary=binary and nonbinary, k=declared)
 
     # -- snapshots -----------------------------------------------------------------------
     def dump_snapshot(self) -> bytes:
@@ -507,13 +588,15 @@ class Monitor:
                     "is fixed by its first result; declare the stored K or use a new benchmark "
                     "name")
             spec = declared or mon.config.spec(b["name"], k=st.samples)
-            if (st.spec.design, st.spec.cluster_items) != (spec.design, spec.cluster_items):
+            kept = (st.spec.design, st.spec.cluster_items, st.spec.margin)
+            if kept != (spec.design, spec.cluster_items, spec.margin):
                 raise ValueError(
                     f"benchmark {b['name']!r} was kept under design {st.spec.design!r} "
-                    f"(cluster_items {st.spec.cluster_items}), but the settings now say "
-                    f"{spec.design!r} (cluster_items {spec.cluster_items}): a benchmark's "
-                    "design is fixed when its first result arrives; declare the stored one or "
-                    "use a new benchmark name")
+                    f"(cluster_items {st.spec.cluster_items}, margin {st.spec.margin}), but "
+                    f"the settings now say {spec.design!r} (cluster_items "
+                    f"{spec.cluster_items}, margin {spec.margin}): a benchmark's design is "
+                    "fixed when its first result arrives; declare the stored one or use a new "
+                    "benchmark name")
             mon._benches[b["name"]] = st
             if b["dirty"]:
                 mon._dirty[b["name"]] = None
@@ -618,6 +701,23 @@ class Monitor:
             total, chosen = k * (k - 1) // 2, t.pair_page(offset, limit)
         return {"benchmark": benchmark, "total": total, "offset": offset, "limit": limit,
                 "pairs": [v.as_dict() for v in t.views(chosen)]}
+
+    def plan(self, benchmark: str, model: str, *, against: Sequence[str] | None = None,
+             top: int | None = None, budget: int | None = None,
+             count: int = NEXT_ITEMS) -> Plan:
+        """``continue`` or ``stop`` for ``model``'s evaluation on ``benchmark``, with the pairs
+        settled and open, the items done, and the next items (:mod:`monitor.core.plan`).
+        Unknown benchmarks and models raise KeyError."""
+        st = self._state(benchmark)
+        table = self._current(st)
+        if table is None or model not in st.model_col:
+            raise KeyError(f"no model {model!r} in benchmark {benchmark!r}")
+        rows, k = len(st.item_ids), st.k
+        present = ~np.isnan(st.X[:rows, :k])
+        present[st.excluded_rows[:rows]] = False
+        return build_plan(benchmark, model, table=table, present=present,
+                          item_ids=st.item_ids, keys=st.order_keys(), margin=st.spec.margin,
+                          against=against, top=top, budget=budget, count=count)
 
     def scores(self, benchmark: str) -> dict[tuple[str, str], float]:
         """Every stored ``original`` score of ``benchmark`` by (item_id, model): with K samples

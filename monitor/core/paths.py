@@ -28,6 +28,7 @@ from monitor.stats.sequential import (
     block_share,
     log_e_sides,
     log_threshold,
+    may_be_equivalent,
     may_cross,
     pair_block,
     pair_number,
@@ -124,7 +125,7 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     j_all = np.arange(k)
     lo_all = np.minimum(touched[:, None], j_all[None, :])
     flat_all = lo_all * cap + np.maximum(touched[:, None], j_all[None, :])
-    work = st.paths.decided[flat_all] == 0
+    work = st.paths.open(flat_all)
     nonbinary_col = st.nonbinary[:k] > 0
     if nonbinary_col.any():
         work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
@@ -157,8 +158,9 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     # Item by item: a first item whose kind depends on it, a McNemar pair that may meet a
     # score other than 0/1 (its switch), and undecided pairs the run may have decided.
     exact = (kind == UNSET) | ((kind == MCNEMAR) & ~binary_now)
-    undecided = np.flatnonzero((paths.decided[flat] == 0) & ~exact)
-    need = exact | (paths.decided[flat] == 0)
+    is_open = paths.open(flat)
+    undecided = np.flatnonzero(is_open & ~exact)
+    need = exact | is_open
     thr = np.zeros(flat.size)
     thr[need] = _state_log_threshold(st, lo[need], hi[need], alpha=alpha,
                                      planned_models=planned_models)
@@ -170,6 +172,13 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                              start_n=paths.start_n[f], start_s=paths.start_s[f],
                              start_v=paths.start_v[f], start_log_plus=paths.start_log_plus[f],
                              start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
+        margin = st.spec.margin
+        if margin is not None:  # a tied pair may be declared equivalent in the run
+            exact[u] |= may_be_equivalent(
+                (before[0][u], before[1][u] * sign[u], before[2][u]),
+                (after[0][u], after[1][u] * sign[u], after[2][u]),
+                start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
+                margin=margin, log_threshold=thr[u])
     pick = np.flatnonzero(exact)
     if pick.size == 0:
         return _NONE if clustered is None else clustered
@@ -228,7 +237,7 @@ def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: Fl
     thr[uniq] = _state_log_threshold(st, lo[rep], hi[rep], alpha=alpha,
                                      planned_models=planned_models)
     decided = advance_clusters(cp, pair, groups[tt], d, n_at, r=st.spec.cluster_items,
-                               log_threshold=thr)
+                               log_threshold=thr, margin=st.spec.margin)
     if decided.size == 0:
         return _NONE
     where = np.searchsorted(uniq, decided)
@@ -321,7 +330,7 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         idx, d, nonbinary = idx[seq], d[seq], nonbinary[seq]
     local = st.paths.take(flat)
     decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
-                      log_threshold=thr)
+                      log_threshold=thr, margin=st.spec.margin)
     for f in fields(PairPaths):
         getattr(st.paths, f.name)[flat] = getattr(local, f.name)
     return flat[decided]

@@ -71,11 +71,12 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
     if st.spec.design != "items":
         header["design"] = st.spec.design
         header["cluster_items"] = st.spec.cluster_items
+    header["margin"] = st.spec.margin
     if st.cpaths is not None:
         cp = st.cpaths
         used = k * (k - 1) // 2
         g = len(st.clusters)
-        for name in ("n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e"):
+        for name in cp.PER_PAIR:
             arrays[f"cpaths.{name}"] = getattr(cp, name)[:used]
         count = cp.count[:used, :g]
         at = np.flatnonzero(count)  # most cells are empty until their cluster is reached
@@ -90,7 +91,9 @@ def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.
     """Rebuild one benchmark's state from :func:`bench_to_snapshot` output."""
     spec = BenchmarkSpec(samples=int(header.get("samples", 1)),
                          design=header.get("design", "items"),
-                         cluster_items=int(header.get("cluster_items", CLUSTER_ITEMS)))
+                         cluster_items=int(header.get("cluster_items", CLUSTER_ITEMS)),
+                         # snapshots from before equivalence decisions held none
+                         margin=header.get("margin"))
     st = BenchmarkState(name, spec, declared=str(header.get("declared", "default")))
     st.excluded = set(header["excluded"])
     for cl in header["clusters"]:
@@ -122,14 +125,17 @@ def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.
         target = getattr(st.paths, field).reshape(cap, cap)
         if field in _DENSE_PATHS:
             target[:k, :k] = arrays[f"paths.{field}"]
+        elif f"paths.{field}.at" not in arrays:
+            continue  # a field newer than the snapshot (equivalent): none held then
         else:
             at = arrays[f"paths.{field}.at"]
             target[at // max(k, 1), at % max(k, 1)] = arrays[f"paths.{field}.values"]
     if st.cpaths is not None:
         used, g = k * (k - 1) // 2, len(st.clusters)
         cp = st.cpaths = st.cpaths.grown(used, g)
-        for field in ("n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e"):
-            getattr(cp, field)[:used] = arrays[f"cpaths.{field}"]
+        for field in cp.PER_PAIR:
+            if f"cpaths.{field}" in arrays:  # (equivalent: absent from older snapshots)
+                getattr(cp, field)[:used] = arrays[f"cpaths.{field}"]
         at = arrays["cpaths.count.at"]
         count, total = np.zeros(used * g, np.int16), np.zeros(used * g)
         count[at] = arrays["cpaths.count.values"]

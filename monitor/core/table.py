@@ -75,7 +75,7 @@ class PairView:
             "q_cluster": None if f.group_kind == "strata" else f.q_grouped,
             "q_strata": f.q_grouped if f.group_kind == "strata" else None,
             "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
-            "de": f.design_effect, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
+            "de": f.design_effect, "n_clusters": f.n_clusters, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
             "e_threshold": 1.0 / f.e_alpha,
             # The verdict's decision: taken at a stopping time (the item n), final.
             "decided": None if not f.verdict_code else {
@@ -112,10 +112,18 @@ class _Grid:
 
 
 class PairSource(Protocol):
-    """Where a table reads pair sums from (the live state: the benchmark's pair sums)."""
+    """Where a table reads pair sums from (the live state: the benchmark's pair sums), with
+    the version of that state (bumped by every change)."""
+
+    version: int
 
     def pair_sums(self, a: NDArray[np.int64], b: NDArray[np.int64], *,
                   clusters: bool = True) -> PairSums: ...
+
+
+class StaleTable(RuntimeError):
+    """A table was read after the state it was computed from changed: ask the monitor for the
+    current one (``Monitor.table``)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,8 @@ class PairTable:
     """The verdicts and ranking of one benchmark at an evaluation, with every pair's figures
     on demand.
 
-    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 0 otherwise (the
-    decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
+    ``code[a, b]`` is +1 when a is resolved better than b, −1 when b is, 2 when the two are
+    declared equivalent, 0 otherwise (the decisions, fixed at the evaluation). Figures are computed by the kernel for the pairs
     read (:meth:`records`, cached) from ``source``, which is the live state: a table handed out
     is current until the next batch is applied (the monitor hands out a new one then). The grid
     properties (``n``, ``delta``, ``q`` …) are (k × k) views over every pair, for small boards.
@@ -144,6 +152,7 @@ class PairTable:
     decided_ts: Callable[[int, int], datetime | None] = field(
         default=lambda a, b: None, compare=False, repr=False)
     binary_board: bool = True  # every score so far is 0 or 1
+    version: int = 0  # the source's version the table was computed at
     samples: int = 1  # K samples per (item, model); with K > 1 views carry the variance split
     within_of: Callable[[NDArray[np.int64], NDArray[np.int64]],
                         tuple[FloatArray, FloatArray]] | None = field(
@@ -155,10 +164,16 @@ class PairTable:
     _ranks: list[tuple[list[int], list[int], list[int]]] = field(
         default_factory=list, compare=False, repr=False)
 
+    def _check_fresh(self) -> None:
+        if self.source.version != self.version:
+            raise StaleTable("this pair table was computed before the last change of the "
+                             "benchmark's state; ask the monitor for the current one")
+
     def all_figures(self) -> PairFigures:
         """The kernel's figures of every ordered pair (flat a · k + b), without the intervals
         (which need root finding): O(k²) time and memory, cached."""
         if not self._all:
+            self._check_fresh()
             k = len(self.models)
             a, b = (x.ravel() for x in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
             self._all.append(pair_figures(
@@ -256,6 +271,7 @@ class PairTable:
         """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
         todo = [p for p in pairs if p not in self._records]
         if todo:
+            self._check_fresh()
             a = np.asarray([p[0] for p in todo], dtype=np.int64)
             b = np.asarray([p[1] for p in todo], dtype=np.int64)
             fig = pair_figures(self.source.pair_sums(a, b), alpha=self.family_alpha,
@@ -270,6 +286,7 @@ class PairTable:
         records = self.records(pairs)
         split = None
         if self.within_of is not None and pairs:
+            self._check_fresh()
             a = np.asarray([p[0] for p in pairs], dtype=np.int64)
             b = np.asarray([p[1] for p in pairs], dtype=np.int64)
             split = variance_split([r.sigma_d2 for r in records], *self.within_of(a, b),
@@ -286,7 +303,10 @@ class PairTable:
 
 
 def verdict_text(code: int, model_a: str, model_b: str) -> str:
-    """The verdict string of a code (+1: A resolved better, −1: B, 0: unresolved)."""
+    """The verdict string of a code (+1: A resolved better, −1: B, 2: equivalent, 0:
+    unresolved)."""
     if code == 0:
         return "unresolved"
+    if code == 2:
+        return "equivalent"
     return f"resolved:{model_a if code > 0 else model_b}"

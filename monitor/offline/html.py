@@ -581,10 +581,12 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
       "are boards sized by the shortcut that would be underpowered.</p></section>")
     w('<section id="notes"><h2>Definitions</h2><ul class="small">')
     w("<li>E_n: the pair's e-process (exact McNemar mixture for 0/1 scores, bounded "
-      "gamma-exponential mixture otherwise); the pair is decided the first time it reaches "
-      "1/γ, γ the pair's fixed share of α (online Bonferroni over the board's life), and the "
-      "decision is final. Under sampled clusters the decision is taken on one observation "
-      "per cluster (docs/clusters-vs-strata.md).</li>")
+      "gamma-exponential mixture otherwise); the pair is resolved the first time one of its "
+      "one-sided halves reaches 2/γ (so E ≥ 1/γ), γ the pair's fixed share of α (online "
+      "Bonferroni over the board's life), and declared equivalent the first time its "
+      "confidence sequence lies inside the margin (±Δ); either decision is final. Under "
+      "sampled clusters the decision is taken on one observation per cluster "
+      "(docs/clusters-vs-strata.md).</li>")
     w("<li>Fixed-N: N* = z²σ_D²/δ², z = z<sub>1−α'/2</sub> + z<sub>1−β</sub>; q = N/N*; "
       "MDE = zσ_D/√N; q_cluster = N/(N*·DE) with the cluster-robust design effect, q_strata "
       "with the stratified one. Valid for one look at a fixed N.</li>")

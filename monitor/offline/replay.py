@@ -17,7 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from monitor.defaults import REPLAY_SEED
+from monitor.core.config import MARGIN
+from monitor.defaults import PLANNED_MODELS, REPLAY_SEED
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import (
     DEFAULT_RANK_SEED,
@@ -95,6 +96,7 @@ def _decide(
     planned_models: int,
     rule: str,
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> tuple[PairPaths, np.ndarray, np.ndarray, ClusterPaths | None]:
     """The sequential pass of :func:`anytime_replay`: the pairs' paths (first-born model first),
     their shares of α, whether A = a[k] is the first-born model of each pair, and — when the
@@ -149,11 +151,11 @@ def _decide(
         va, vb = xa[rr, pp], xb[rr, pp]
         nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
         advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
-                log_threshold=log_thr)
+                log_threshold=log_thr, margin=margin)
         if cpaths is not None:
             rows = seq[rr, pp]  # each item's row of the (replay-ordered) table
             advance_clusters(cpaths, cols[pp], codes[rows], va - vb, rr.astype(np.float64) + 1.0,
-                             r=cluster_items, log_threshold=log_thr)
+                             r=cluster_items, log_threshold=log_thr, margin=margin)
     return paths, shares, a_first, cpaths
 
 
@@ -165,9 +167,10 @@ def anytime_replay(
     power: float = 0.8,
     order: str = "shuffle",
     seed: int | None = REPLAY_SEED,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> AnytimeReplay:
     """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
 
@@ -184,7 +187,7 @@ def anytime_replay(
     """
     paths, shares, a_first, cpaths = _decide(
         table, pairs, alpha=alpha, order=order, seed=seed, planned_models=planned_models,
-        rule=rule, cluster_items=cluster_items)
+        rule=rule, cluster_items=cluster_items, margin=margin)
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     # The final figures of A − B: the sums on the shared items (the board's, with the table's
@@ -200,7 +203,7 @@ def anytime_replay(
             r=cluster_items, n_obs=cpaths.n_obs, s=cpaths.s * sign, v=cpaths.v,
             decided=(cpaths.decided * sign).astype(np.int8), decided_n=cpaths.decided_n,
             decided_obs=cpaths.decided_obs, decided_log_e=cpaths.decided_log_e,
-            seen=int(cluster_codes(table).max(initial=0)))
+            seen=int(cluster_codes(table).max(initial=0)), equivalent=cpaths.equivalent)
     figures = pair_figures(replace(sums, paths=oriented, design=design, clusters=clusters),
                            alpha=alpha, power=power, e_alpha=shares)
     code = figures.verdict_code()
@@ -218,9 +221,10 @@ def with_anytime(
     *,
     order: str = "shuffle",
     seed: int | None = REPLAY_SEED,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
+    margin: float | None = MARGIN,
 ) -> ResolutionReport:
     """``report`` with its verdicts: the decisions of every pair sharing items, replayed item
     by item in ``order`` (same α and power), by which the ranking is ordered (a model decided
@@ -234,7 +238,7 @@ def with_anytime(
         pairs = (rep.figures.a, rep.figures.b)
         return anytime_replay(table, pairs, alpha=rep.alpha, power=rep.power, order=order,
                               seed=seed, planned_models=planned_models, rule=rule,
-                              cluster_items=cluster_items)
+                              cluster_items=cluster_items, margin=margin)
 
     replay: AnytimeReplay | None = None
     if report.family == "all":
@@ -249,12 +253,14 @@ def with_anytime(
         a_all, b_all = a_all[shared], b_all[shared]
         paths, _, a_first, cpaths = _decide(
             table, (a_all, b_all), alpha=report.alpha, order=order, seed=seed,
-            planned_models=planned_models, rule=rule, cluster_items=cluster_items)
+            planned_models=planned_models, rule=rule, cluster_items=cluster_items,
+            margin=margin)
         chosen = paths.decided if cpaths is None else cpaths.decided
         decided = chosen * np.where(a_first, 1, -1)
     above = np.zeros((k, k), dtype=bool)
-    above[a_all[decided > 0], b_all[decided > 0]] = True
-    above[b_all[decided < 0], a_all[decided < 0]] = True
+    # resolutions separate models (+1: A above, −1: B above; 2, equivalent, does not)
+    above[a_all[decided == 1], b_all[decided == 1]] = True
+    above[b_all[decided == -1], a_all[decided == -1]] = True
     index = {name: j for j, name in enumerate(table.models)}
     current = [index[e.model] for e in report.ranking]
     by_mean, _, _ = ranking_order(table)

@@ -4,9 +4,9 @@ Definitions (also in ``llm-monitor report --help`` and docs/contract.md#report-j
 
 * **verdict** — the pair's anytime decision under the table's design (the live monitor's
   rule, replayed by :mod:`monitor.offline.replay`): ``resolved:<model>`` once the pair's
-  e-process crossed its threshold 1/γ, decided at that paired item and final; ``unresolved``
-  until then; ``undecidable`` where the design allows no decision (sampled clusters, too few
-  of them). The one verdict of a pair: the HTML page, the live board, the metrics and the
+  e-process crossed its threshold 1/γ, ``equivalent`` once its confidence sequence lies inside
+  the margin (±Δ), each decided at that paired item and final; ``unresolved`` until then;
+  ``undecidable`` where the design allows no decision (sampled clusters, too few of them). The one verdict of a pair: the HTML page, the live board, the metrics and the
   alerts show the same one.
 * **ranking** — models by their mean score over the items each one has, best first, except
   that a model decided above another comes first (the live monitor's order).
@@ -225,8 +225,8 @@ class AnytimeReplay:
 
     @property
     def resolved(self) -> int:
-        """Pairs whose verdict is resolved (decided, final)."""
-        return int(np.count_nonzero(self.figures.verdict_code()))
+        """Pairs whose verdict is resolved (decided in a direction, final)."""
+        return int(np.count_nonzero(np.abs(self.figures.verdict_code()) == 1))
 
     def verdicts(self, idx: NDArray[np.int64], model_a: Sequence[str],
                  model_b: Sequence[str]) -> list[str]:
@@ -499,15 +499,16 @@ class ResolutionReport:
         return pair_objects(self.pair_columns(ks))
 
     def verdict_counts(self) -> dict[str, int]:
-        """The family's pairs by verdict (``resolved``, ``unresolved``, ``undecidable`` and
-        any other verdict the decisions give), and ``pairs``; ``pairs`` alone without them."""
+        """The family's pairs by verdict (``resolved``, ``equivalent``, ``unresolved``,
+        ``undecidable`` and any other verdict the decisions give), and ``pairs``; ``pairs``
+        alone without them."""
         out = {"pairs": len(self.figures)}
         if self.anytime is None:
             return out
         res = self.figures
         names = np.asarray(self.models, dtype=object)
         idx = np.arange(len(res), dtype=np.int64)
-        counts = {"resolved": 0, "unresolved": 0, "undecidable": 0}
+        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
         for v in self.anytime.verdicts(idx, names[res.a].tolist(), names[res.b].tolist()):
             kind = v.split(":", 1)[0]
             counts[kind] = counts.get(kind, 0) + 1

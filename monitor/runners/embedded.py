@@ -10,7 +10,9 @@ loop (so that /healthz and the queries of other clients stay answered while a la
 processed); each is applied and committed under the state lock, so the order in which batches
 are applied is the order in which they are committed, which is what makes a restart reproduce
 the state. A 202 still means committed. Connections are bounded (``max_connections``, idle
-ones closed first), idle ones closed after ``idle_timeout`` and bodies that stall cut off.
+ones closed first), idle ones closed after ``idle_timeout``, bodies that stall cut off, and a
+body arriving slower than ``min_body_rate`` gives its slot up to a request that needs one
+(:mod:`monitor.runners.http_guards`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import asyncio
 import functools
 import hmac
 import json
-import resource
 import signal
 import sys
 import time
@@ -35,6 +36,15 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from monitor.contracts import jsonable
 from monitor.errors import MonitorError
 from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService, OverCap
+from monitor.runners.http_guards import (
+    BACKLOG,
+    Body,
+    BodySlots,
+    ConnectionCap,
+    SlowBody,
+    browser_guard,
+    connection_cap,
+)
 from monitor.runners.settings import Settings
 from monitor.runners.web import add_board
 
@@ -73,63 +83,13 @@ def _auth_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]
 
 
 #: Content types a write accepts; a request without one is taken as JSON too (scripts, curl
-#: -H). A browser may send any other cross-site without asking first (text/plain, a form).
+#: -H) unless a browser sent it (the browser guard refuses it: a no-cors fetch of a Blob has
+#: none). A browser may send any other cross-site without asking first (text/plain, a form).
 WRITE_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
                          "application/ndjson", "application/jsonlines"})
 
 #: Content-Encodings the server decodes itself (any other is refused, not taken as JSON).
 _ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate", "br", "zstd"})
-
-
-def _host_name(value: str) -> str:
-    """The host of a Host header or an Origin (``[::1]:8000`` → ``::1``), lower case."""
-    value = value.strip().lower()
-    if "://" in value:
-        value = value.split("://", 1)[1].split("/", 1)[0]
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-def _browser_guard(settings: Settings) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Without a token, a page in a browser must not reach the monitor: the Host must name the
-    bound address (or a loopback name, or one of ``allowed_hosts``) — a rebound DNS name is
-    refused — and a request sent from another origin (its Origin header) is refused."""
-    names = {"localhost", "127.0.0.1", "::1", _host_name(settings.host),
-             *(_host_name(h) for h in settings.allowed_hosts)}
-
-    @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        host = _host_name(request.headers.get("Host", ""))
-        if host not in names:
-            return _error(421, "wrong-host", f"Host {host!r} is not a name of this server; "
-                          "add it to allowed_hosts, or set a token")
-        origin = request.headers.get("Origin")
-        if origin is not None and _host_name(origin) not in names:
-            return _error(403, "cross-origin", f"requests from {origin[:100]!r} are refused")
-        return await handler(request)
-
-    return guard
-
-
-async def _read_limited(request: web.Request, limit: int, *, idle: float,
-                        total: float) -> bytes | None:
-    """The body, or None as soon as it exceeds ``limit`` bytes (nothing more is read).
-
-    Raises TimeoutError when no byte came for ``idle`` seconds or the whole body took longer
-    than ``total``.
-    """
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async with asyncio.timeout(total):
-        while chunk := await asyncio.wait_for(request.content.readany(), idle):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                return None
-    return b"".join(chunks)
 
 
 #: At most this many pairs per page of /v1/benchmarks/{b}/pairs.
@@ -165,14 +125,15 @@ def build_app(service: EmbeddedService) -> web.Application:
     if settings.token is not None:
         middlewares.append(_auth_middleware(settings.token.get_secret_value()))
     else:
-        middlewares.append(_browser_guard(settings))
-    # The body is read by _read_limited; client_max_size is only a second fence.
+        middlewares.append(browser_guard(settings, _error))
+    # The body is read by read_limited; client_max_size is only a second fence.
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes + 1)
     limit = settings.max_body_bytes
     # One worker: batches are processed in the order their bodies were read, one at a time.
     ingest = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-monitor-ingest")
-    # Bodies held in memory at once (read, or waiting for the worker).
-    uploads = asyncio.Semaphore(settings.max_concurrent_bodies)
+    # Bodies held in memory at once (being received, or waiting for the worker); a slow one
+    # gives its slot up to a request that needs it.
+    slots = BodySlots(settings.max_concurrent_bodies, settings.min_body_rate)
 
     async def off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
@@ -204,28 +165,35 @@ def build_app(service: EmbeddedService) -> web.Application:
                           "send gzip, deflate or none")
             resp.force_close()
             return resp
-        try:
-            await asyncio.wait_for(uploads.acquire(), settings.body_timeout)
-        except TimeoutError:
+        body = await slots.acquire(settings.body_timeout)
+        if body is None:
             service.count_refused("max_concurrent_bodies")
             resp = _error(503, "busy", f"{settings.max_concurrent_bodies} request bodies are "
                           "being received or processed (max_concurrent_bodies); retry")
             resp.force_close()
             return resp
         try:
-            return await receive(request)
+            return await receive(request, body)
         finally:
-            uploads.release()
+            slots.release(body)
 
-    async def receive(request: web.Request) -> web.StreamResponse:
+    async def receive(request: web.Request, slot: Body) -> web.StreamResponse:
         try:
-            body = await _read_limited(request, limit, idle=settings.idle_timeout,
-                                       total=settings.body_timeout)
+            body = await slots.read(slot, request.content, request.content_length, limit,
+                                    idle=settings.idle_timeout, total=settings.body_timeout)
         except (HttpProcessingError, RequestPayloadError) as exc:  # e.g. not gzip as it says
             why = " ".join(str(exc).split())[:200]
             await off_loop(service.reject_body, "invalid-json", f"the body cannot be decoded: {why}")
             resp = _error(400, "bad-encoding", f"the body cannot be decoded ({why}; "
                           f"Content-Encoding {request.headers.get('Content-Encoding', '')!r})")
+            resp.force_close()
+            return resp
+        except SlowBody as slow:
+            service.count_refused("min_body_rate")
+            resp = _error(408, "too-slow", f"the request body arrived at {slow.rate:.0f} bytes/s, "
+                          f"below min_body_rate ({settings.min_body_rate} bytes/s), while "
+                          f"another request waited for one of the max_concurrent_bodies "
+                          f"({settings.max_concurrent_bodies}) slots; send it faster, or retry")
             resp.force_close()
             return resp
         except TimeoutError:
@@ -283,6 +251,21 @@ def build_app(service: EmbeddedService) -> web.Application:
                 text=json.dumps({"error": "unknown-model", "detail": exc.args[0]}),
                 content_type="application/json") from None
 
+    def plan(request: web.Request, bench: str) -> Any:
+        # The stop signal of one model: continue (with the next items) or stop, and why.
+        q = request.query
+        against = [a for a in q.get("against", "").split(",") if a] or None
+        top = _int_param(request, "top", 0, lo=0, hi=1_000_000) or None
+        budget = _int_param(request, "budget", 0, lo=0, hi=2**62) or None
+        count = _int_param(request, "count", 100, lo=0, hi=10_000)
+        try:
+            return service.plan(bench, request.match_info["model"], against=against, top=top,
+                                budget=budget, count=count)
+        except KeyError as exc:
+            raise web.HTTPNotFound(
+                text=json.dumps({"error": "unknown-model", "detail": exc.args[0]}),
+                content_type="application/json") from None
+
     async def get_benchmarks(request: web.Request) -> web.StreamResponse:
         return _json({"benchmarks": await read(request, service.benchmarks)})
 
@@ -314,6 +297,7 @@ def build_app(service: EmbeddedService) -> web.Application:
     app.router.add_get(f"{bench}/stability", per_benchmark(lambda _, b: service.stability(b)))
     app.router.add_get(f"{bench}/contamination", per_benchmark(contamination))
     app.router.add_get(f"{bench}/pairs", per_benchmark(pairs))
+    app.router.add_get(f"{bench}/models/{{model:.+}}/plan", per_benchmark(plan))
     app.router.add_get("/v1/changes", get_changes)
     app.router.add_get("/v1/dead-letters", get_dead_letters)
     app.router.add_get("/metrics", get_metrics)
@@ -323,69 +307,8 @@ def build_app(service: EmbeddedService) -> web.Application:
 
 
 # -- process ------------------------------------------------------------------------------
-#: Connections accepted in one go before the server sees them (the listen backlog): each
-#: holds a file descriptor before the cap below can close another.
-_BACKLOG = 32
-
 #: How often a thread holding the interpreter lock lets another (the event loop) run.
 _SWITCH_INTERVAL = 0.001
-
-#: File descriptors kept free of connections (the database, its journal, logs, a scrape).
-_FD_RESERVE = 64
-
-
-def _connection_cap(setting: int) -> int:
-    """``max_connections``, lowered to fit the process's open-files limit (``ulimit -n``)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return setting
-    # A burst of accepts can come before the sockets closed for the previous one are gone.
-    return max(1, min(setting, soft - _FD_RESERVE - 2 * _BACKLOG))
-
-
-class _Refuse(asyncio.Protocol):
-    """A connection over the cap with no idle one to close: 503 and hang up."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        body = b'{"error": "busy", "detail": "too many connections (max_connections); retry"}'
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json"
-                        b"\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode()
-                        + b"\r\n\r\n" + body)
-        transport.close()
-
-
-class _ConnectionCap:
-    """The server's protocol factory with at most ``cap`` connections: past it, the connection
-    idle the longest (waiting for a request, or for the rest of its headers) is closed to make
-    room, and when every one is busy the new one gets 503. So idle sockets can neither exhaust
-    the file descriptors nor keep other clients out."""
-
-    def __init__(self, server: web.Server, cap: int) -> None:
-        self.server, self.cap = server, cap
-        # Handlers made here and not yet gone, with whether each has had its socket: the
-        # server lists a connection only once it is set up, a burst of accepts later.
-        self._made: dict[Any, bool] = {}
-
-    def __call__(self) -> asyncio.Protocol:
-        for h, had in list(self._made.items()):
-            if h.transport is not None:
-                self._made[h] = True
-            elif had:  # closed (its socket goes with the next loop iteration)
-                del self._made[h]
-        if len(self._made) >= self.cap:
-            # aiohttp keeps no public flags for these: a handler not inside a request is idle;
-            # one that never received a request goes first, then the one whose keep-alive
-            # deadline is the earliest (idle the longest).
-            idle = [h for h in self._made if h.transport is not None
-                    and not getattr(h, "_request_in_progress", True)]
-            if not idle:
-                return _Refuse()
-            min(idle, key=lambda h: (getattr(h, "_request_count", 0) > 0,
-                                     getattr(h, "_next_keepalive_close_time", 0.0))).force_close()
-        handler = self.server()
-        self._made[handler] = False
-        return handler
 
 
 BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, None]]
@@ -448,10 +371,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     server = runner.server
     assert server is not None  # set by setup()
+    cap = ConnectionCap(server, connection_cap(settings.max_connections))
+    service.count_connections(lambda: cap.count)
     try:
         listener = await loop.create_server(
-            _ConnectionCap(server, _connection_cap(settings.max_connections)),
-            settings.host, settings.port, reuse_address=True, backlog=_BACKLOG)
+            cap, settings.host, settings.port, reuse_address=True, backlog=BACKLOG)
     except OSError as exc:
         await runner.cleanup()
         service.close()

@@ -16,15 +16,16 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from monitor.contracts import DeadLetter, Result, Results, dead_letter, decode_events
 from monitor.core import CoreConfig, Monitor
+from monitor.core.board import Footprint
 from monitor.core.monitor import ACCEPTED
 from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
@@ -46,6 +47,18 @@ SNAPSHOT_RETRY_SECONDS = 60.0
 
 #: At most this many excluded item ids are listed by the contamination route (default).
 EXCLUDED_IDS_CAP = 1000
+
+#: The budget of the whole process: gauge name → (setting, what it counts, Footprint field).
+BUDGET = {
+    "models": ("max_total_models", "models", "models"),
+    "items": ("max_total_items", "items", "items"),
+    "cells": ("max_total_cells", "stored scores", "cells"),
+    "bytes": ("max_state_bytes", "bytes of state", "nbytes"),
+}
+
+
+def _amount(value: int, field: str) -> str:
+    return f"{value / 1e6:,.1f} MB" if field == "nbytes" else f"{value:,}"
 
 
 class OverCap(Exception):
@@ -190,6 +203,13 @@ class EmbeddedService:
             "past a cap (label: the setting)", ["cap"], registry=self.registry)
         # Perturbation kinds per benchmark, read from its state on first use after a load.
         self._kinds: dict[str, set[str]] = {}
+        # What each benchmark's state holds, and all of them together (the budget's figures).
+        self._footprints: dict[str, Footprint] = {}
+        self.held = Footprint()
+        for name, (cap, what, attr) in BUDGET.items():
+            Gauge(f"llm_monitor_state_{name}", f"The {what} held by the state of all "
+                  f"benchmarks (budget: {cap})", registry=self.registry
+                  ).set_function(self._figure(attr))
         self.rebuilt = self._load_state()
         self.host.restore_counters(self.store.counters(), self.store.change_counts())
 
@@ -257,6 +277,7 @@ class EmbeddedService:
                                       check_rankings=moved_on)
         if missing:
             self.store.commit(results=(), changes=missing)
+        self._measure()
         held = self.host.counters()["accepted"]
         if held:
             self._log(f"llm-monitor: restored {held} results from {self.settings.db}: "
@@ -374,6 +395,7 @@ class EmbeddedService:
                 results=accepted, changes=changes, dead_letters=stored, counts=report.counts(),
                 raw=raw, text=text)
             self._count_unsnapshotted(accepted)
+            self._measure(events.benchmarks if events else ())
         except Exception:
             # The state may already hold this batch but the database does not: start over
             # from what is durable so memory never runs ahead of the log.
@@ -443,9 +465,56 @@ class EmbeddedService:
                     self._refuse(OverCap(cap, limit, f"benchmark {bench[:80]!r}: {len(extra)} "
                                          f"new (first {extra[0][:80]!r}) over the cap of {limit} "
                                          f"{what} ({len(have)} held)"))
+        self._check_budget(Results.of(events))
         for bench, (_, _, kinds) in names.items():
             if kinds:
                 self._kinds_of(bench).update(kinds)
+
+    def _figure(self, attr: str) -> Callable[[], float]:
+        return lambda: float(getattr(self.held, attr))
+
+    def _measure(self, benchmarks: Iterable[str] | None = None) -> None:
+        """Update the footprint of ``benchmarks`` (all when None) and the total held."""
+        monitors = self.host.monitors
+        if benchmarks is None:
+            self._footprints = {}
+            benchmarks = list(monitors)
+        for name in benchmarks:
+            if name in monitors:
+                self._footprints[name] = monitors[name].footprint()
+        self.held = sum(self._footprints.values(), Footprint())
+
+    def _after(self, events: Results, *, exact: bool) -> Footprint:
+        """The footprint of all benchmarks if ``events`` were applied."""
+        groups = events.by_benchmark()
+        total = self.held
+        for name, batch in groups.items():
+            mon = self.host.monitors.get(name) or Monitor(self.host.config)
+            total += (mon.footprint(mon.growth(batch, exact=exact))
+                      - self._footprints.get(name, Footprint()))
+        return total
+
+    def _check_budget(self, events: Results) -> None:
+        """Raise :class:`OverCap` when applying ``events`` would take the state of all
+        benchmarks together past ``max_total_models``, ``max_total_items``,
+        ``max_total_cells`` or ``max_state_bytes``. A cheap upper bound clears most requests;
+        one whose bound passes a budget is counted exactly. Only growth is refused: what is
+        held is kept, even over a budget lowered since."""
+        if not events:
+            return
+        now = self.held
+        for exact in (False, True):
+            after = self._after(events, exact=exact)
+            over = [w for w, (cap, _, attr) in BUDGET.items()
+                    if getattr(after, attr) > max(getattr(self.settings, cap), getattr(now, attr))]
+            if not over:
+                return
+        cap, what, attr = BUDGET[over[0]]
+        limit = getattr(self.settings, cap)
+        self._refuse(OverCap(cap, limit, f"the request would take the {what} held by all "
+                             f"benchmarks to {_amount(getattr(after, attr), attr)}, over the "
+                             f"budget of {_amount(limit, attr)} ({cap}; "
+                             f"{_amount(getattr(now, attr), attr)} held)"))
 
     def _kinds_of(self, bench: str) -> set[str]:
         kinds = self._kinds.get(bench)
@@ -491,6 +560,11 @@ class EmbeddedService:
     def count_refused(self, cap: str) -> None:
         """Count a request refused by the transport (a timeout, no upload slot)."""
         self._refused.labels(cap).inc()
+
+    def count_connections(self, count: Callable[[], int]) -> None:
+        """Export ``count()``, the open HTTP connections, as ``llm_monitor_http_connections``."""
+        Gauge("llm_monitor_http_connections", "HTTP connections open now (counted against "
+              "max_connections)", registry=self.registry).set_function(count)
 
     def locked(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``read(*args, **kwargs)`` with the state lock held: a read from another thread sees
@@ -608,6 +682,14 @@ class EmbeddedService:
 
     def stability(self, benchmark: str) -> dict[str, Any]:
         return stability_figures(self._monitor(benchmark), benchmark)
+
+    def plan(self, benchmark: str, model: str, *, against: list[str] | None = None,
+             top: int | None = None, budget: int | None = None,
+             count: int = 100) -> dict[str, Any]:
+        """The stop signal of ``model`` on ``benchmark`` (:meth:`monitor.core.Monitor.plan`);
+        KeyError names an unknown model."""
+        return self._monitor(benchmark).plan(benchmark, model, against=against, top=top,
+                                             budget=budget, count=count).as_dict()
 
     def pairs(self, benchmark: str, *, offset: int, limit: int, model: str | None = None,
               other: str | None = None) -> dict[str, Any]:

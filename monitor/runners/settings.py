@@ -23,7 +23,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -32,7 +40,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from monitor.core.config import BenchmarkSpec, CoreConfig
+from monitor.core.config import MARGIN, BenchmarkSpec, CoreConfig
+from monitor.defaults import PLANNED_MODELS
 from monitor.errors import ConfigError
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import Design
@@ -45,8 +54,9 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9,
           "ki": 2**10, "mi": 2**20, "gi": 2**30}
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer.
+def parse_size(text: str | int, *, name: str = "max_body_bytes") -> int:
+    """Bytes from ``10MB``, ``512k``, ``1MiB`` or a plain integer (``name``: the setting, for
+    the error message).
 
     Example
     -------
@@ -58,11 +68,11 @@ def parse_size(text: str | int) -> int:
     else:
         m = _SIZE.match(str(text))
         if m is None:
-            raise ValueError(f"`max_body_bytes` must look like 10MB, 512k or 1048576, got {text!r}")
+            raise ValueError(f"`{name}` must look like 10MB, 512k or 1048576, got {text!r}")
         unit = (m.group(2) or "").lower().removesuffix("b")
         value = math.floor(float(m.group(1)) * _UNITS[unit])
     if value <= 0:
-        raise ValueError(f"`max_body_bytes` must be positive, got {text!r}")
+        raise ValueError(f"`{name}` must be positive, got {text!r}")
     return value
 
 
@@ -103,14 +113,19 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--config {path}: cannot read ({exc.strerror})") from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            # A runtime dependency, but an install may lack it: the file is not at fault.
+            raise ConfigError(f"--config {path}: reading YAML needs PyYAML: pip install "
+                              "pyyaml, or use a .toml or .json file") from None
     try:
         if suffix == ".toml":
             data: Any = tomllib.loads(text)
         elif suffix == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
             data = yaml.safe_load(text) or {}
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()}: {exc}") from None
@@ -139,6 +154,13 @@ class _FileSource(PydanticBaseSettingsSource):
         return {} if current is None else dict(current[1])
 
 
+def _none(value: Any) -> Any:
+    """``none``, ``off`` or an empty value (the environment, a file) as None."""
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "off", "null"):
+        return None
+    return value
+
+
 class BenchmarkSettings(BaseModel):
     """What the settings declare for one benchmark (``[benchmarks.<name>]`` in a settings
     file; ``LLM_MONITOR_BENCHMARKS='{"name": {...}}'`` in the environment)."""
@@ -152,10 +174,18 @@ class BenchmarkSettings(BaseModel):
     # verdict. cluster_items: r, the items of a cluster forming its one observation.
     design: Design = "items"
     cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    # Δ, the equivalence margin on the score scale (0.01 = one point); "none": no
+    # equivalence decisions.
+    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _no_margin(cls, value: Any) -> Any:
+        return _none(value)
 
     def spec(self) -> BenchmarkSpec:
         return BenchmarkSpec(samples=self.samples, design=self.design,
-                             cluster_items=self.cluster_items)
+                             cluster_items=self.cluster_items, margin=self.margin)
 
 
 class Settings(BaseSettings):
@@ -174,13 +204,16 @@ class Settings(BaseSettings):
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
-    planned_models: int = Field(default=32, ge=2)
+    planned_models: int = Field(default=PLANNED_MODELS, ge=2)
     # K samples per (item, model) of a new benchmark that declares none, in `benchmarks` or
     # by its first result's `k`: an item enters the pairs with the mean of its K samples.
     samples: int = Field(default=1, ge=1, le=1024)
     # The design (and items per cluster observation) of a benchmark not in `benchmarks`.
     design: Design = "items"
     cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    # Δ, the equivalence margin of a benchmark not in `benchmarks`: a pair whose confidence
+    # sequence lies inside (−Δ, Δ) is declared equivalent (0.01 = one point; "none": never).
+    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
     # Per-benchmark declarations, fixed when the benchmark's first result arrives.
     benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
     family: Literal["adjacent", "all"] = "adjacent"
@@ -228,14 +261,30 @@ class Settings(BaseSettings):
     max_clusters_per_benchmark: int = Field(default=1000, ge=1)
     max_perturbation_kinds: int = Field(default=64, ge=1)
     max_batch_events: int = Field(default=200_000, ge=1)
+    # A budget for the whole process, over all benchmarks together (each cap above is per
+    # benchmark, and a thousand benchmarks of a thousand models would need 100 GB): at most
+    # max_total_models models, max_total_items items, max_total_cells stored scores and
+    # max_state_bytes bytes of state (the arrays at their capacity and the names, as
+    # monitor.core.board counts them). A request that would pass one is refused whole (429
+    # naming it); what is held is kept, even over a budget lowered since. The defaults fit a
+    # machine of 8 GB: the process stays under max_state_bytes + 0.5 GB (docs/operations.md
+    # "Caps", measured: 2.1 GB at most under the report's pattern).
+    max_total_models: int = Field(default=50_000, ge=2)
+    max_total_items: int = Field(default=5_000_000, ge=1)
+    max_total_cells: int = Field(default=100_000_000, ge=1)
+    max_state_bytes: int = 2_000_000_000
     # Connections: closed after idle_timeout seconds without a request (before the first one
     # too, or in the middle of its headers) or without a byte of a body being received; a body
     # must arrive within body_timeout; at most max_connections at once (fewer under a low
-    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held.
+    # `ulimit -n`), idle ones closed first; at most max_concurrent_bodies bodies held (being
+    # received or waiting to be applied). While every body slot is taken, the body arriving
+    # slowest below min_body_rate (bytes/s on average, after its first half second) is cut off
+    # with 408 and its slot goes to the request waiting for one (docs/operations.md "Caps").
     idle_timeout: float = Field(default=10.0, gt=0.0)
     body_timeout: float = Field(default=60.0, gt=0.0)
     max_connections: int = Field(default=1000, ge=1)
     max_concurrent_bodies: int = Field(default=8, ge=1)
+    min_body_rate: int = 65_536
     # Without a token, requests must name this server in their Host header: the bound address,
     # a loopback name, or one of these (comma-separated in the environment).
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
@@ -263,10 +312,10 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
 
-    @field_validator("max_body_bytes", mode="before")
+    @field_validator("max_body_bytes", "min_body_rate", "max_state_bytes", mode="before")
     @classmethod
-    def _size(cls, value: Any) -> int:
-        return parse_size(value)
+    def _size(cls, value: Any, info: ValidationInfo) -> int:
+        return parse_size(value, name=str(info.field_name))
 
     @field_validator("token", mode="after")
     @classmethod
@@ -282,6 +331,11 @@ class Settings(BaseSettings):
         if value not in METHODS:
             raise ValueError(f"must be one of {', '.join(METHODS)}")
         return value
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _no_margin(cls, value: Any) -> Any:
+        return _none(value)
 
     @field_validator("exclude_flags", "allowed_hosts", mode="before")
     @classmethod
@@ -341,6 +395,7 @@ class Settings(BaseSettings):
                           pair_series_limit=self.pair_series_limit,
                           exclude_flags=self.effective_exclude_flags, samples=self.samples,
                           design=self.design, cluster_items=self.cluster_items,
+                          margin=self.margin,
                           benchmarks={name: b.spec() for name, b in self.benchmarks.items()})
 
     @property

@@ -167,6 +167,11 @@ class ClusterPaths:
     decided_n: FloatArray
     decided_obs: FloatArray
     decided_log_e: FloatArray
+    equivalent: NDArray[np.int8]
+
+    #: The per-pair arrays (besides the per-(pair, cluster) ``count`` and ``total``).
+    PER_PAIR = ("n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e",
+                "equivalent")
 
     @classmethod
     def empty(cls, pairs: int, clusters: int) -> ClusterPaths:
@@ -174,7 +179,7 @@ class ClusterPaths:
                    total=np.zeros((pairs, clusters)), n_obs=np.zeros(pairs), s=np.zeros(pairs),
                    v=np.zeros(pairs), decided=np.zeros(pairs, np.int8),
                    decided_n=np.zeros(pairs), decided_obs=np.zeros(pairs),
-                   decided_log_e=np.zeros(pairs))
+                   decided_log_e=np.zeros(pairs), equivalent=np.zeros(pairs, np.int8))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -189,7 +194,7 @@ class ClusterPaths:
         out = ClusterPaths.empty(p1, g1)
         out.count[:p0, :g0] = self.count
         out.total[:p0, :g0] = self.total
-        for name in ("n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e"):
+        for name in self.PER_PAIR:
             getattr(out, name)[:p0] = getattr(self, name)
         return out
 
@@ -201,7 +206,8 @@ class ClusterPaths:
 
 
 def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: FloatArray,
-                     n_at: FloatArray, *, r: int, log_threshold: FloatArray) -> IntArray:
+                     n_at: FloatArray, *, r: int, log_threshold: FloatArray,
+                     margin: float | None = None) -> IntArray:
     """Follow pairs along new paired items in stream order; update ``paths`` in place.
 
     Parameters
@@ -219,10 +225,13 @@ def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: Fl
         Items per cluster observation.
     log_threshold : float array, indexed by pair
         log(1/γ_p) of each pair.
+    margin : float, optional
+        Δ: a pair is declared equivalent when the one-sided tests on its observations
+        against δ ≥ Δ and δ ≤ −Δ both reach 2/γ_p (None: never).
 
     Returns
     -------
-    The pairs decided by these items.
+    The pairs decided by these items, resolved or equivalent.
 
     Examples
     --------
@@ -237,7 +246,7 @@ def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: Fl
         raise ValueError(f"`r` must be at least 1, got {r}")
     pair = np.asarray(pair, dtype=np.int64)
     group = np.asarray(group, dtype=np.int64)
-    keep = (group > 0) & (paths.decided[pair] == 0)
+    keep = (group > 0) & (paths.decided[pair] == 0) & (paths.equivalent[pair] == 0)
     if keep.any():
         keep[keep] = paths.count[pair[keep], group[keep]] < r
     idx = np.flatnonzero(keep)
@@ -270,7 +279,7 @@ def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: Fl
         e_total = acc[cell[enter]]
         for j in np.lexsort((e_pos, e_pair)).tolist():
             q = int(e_pair[j])
-            if paths.decided[q] != 0:
+            if paths.decided[q] != 0 or paths.equivalent[q] != 0:
                 continue
             t = float(e_total[j])
             paths.n_obs[q] += 1.0
@@ -285,6 +294,19 @@ def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: Fl
                 paths.decided_log_e[q] = float(np.logaddexp(plus, minus) - _LOG2)
                 stop[q] = int(e_pos[j])
                 decided.append(q)
+            elif margin is not None:
+                n_o, s_o, v_o = paths.n_obs[q], paths.s[q] / r, paths.v[q] / (r * r)
+                _, below = ep.log_e_bounded_sides(n_o, s_o, v_o, delta=margin,
+                                                  v_opt=V_OPT_CLUSTERS)
+                above, _ = ep.log_e_bounded_sides(n_o, s_o, v_o, delta=-margin,
+                                                  v_opt=V_OPT_CLUSTERS)
+                if below >= side_thr[q] and above >= side_thr[q]:
+                    paths.equivalent[q] = 1
+                    paths.decided_n[q] = n_at[e_pos[j]]
+                    paths.decided_obs[q] = paths.n_obs[q]
+                    paths.decided_log_e[q] = float(min(below, above))
+                    stop[q] = int(e_pos[j])
+                    decided.append(q)
     # A decided pair's state stops at its decision: the items after it are not counted, in
     # this call as in later ones.
     keep_item = idx[sel] <= stop[tp]

@@ -255,12 +255,14 @@ def log_e_mcnemar_sides(
 
 
 def log_e_bounded_sides(
-    n: ArrayLike, s: ArrayLike, v: ArrayLike, *, v_opt: float = V_OPT,
-    alpha_opt: float = ALPHA_OPT,
+    n: ArrayLike, s: ArrayLike, v: ArrayLike, *, delta: ArrayLike = 0.0,
+    v_opt: float = V_OPT, alpha_opt: float = ALPHA_OPT,
 ) -> tuple[Any, Any]:
-    """The two one-sided halves (log E₊, log E₋) of :func:`log_e_bounded` at δ = 0.
+    """The two one-sided halves (log E₊, log E₋) of :func:`log_e_bounded`, centred at ``delta``.
 
-    E₊ is a supermartingale whenever E[D] ≤ 0 (A not better), E₋ whenever E[D] ≥ 0.
+    E₊ is a supermartingale whenever E[D] ≤ ``delta`` (evidence that δ > ``delta``), E₋
+    whenever E[D] ≥ ``delta`` (evidence that δ < ``delta``). At ``delta`` = 0: A not better,
+    resp. B not better. The equivalence decision reads E₋ at +Δ and E₊ at −Δ.
 
     Examples
     --------
@@ -268,14 +270,28 @@ def log_e_bounded_sides(
     >>> bool(p > m), round(float(np.logaddexp(p, m) - math.log(2.0)
     ...                          - log_e_bounded(2000, 150.0, 600.0)), 9)
     (True, 0.0)
+    >>> p, m = log_e_bounded_sides(2000, 150.0, 600.0, delta=0.2)
+    >>> round(float(np.logaddexp(p, m) - math.log(2.0)
+    ...             - log_e_bounded(2000, 150.0, 600.0, delta=0.2)), 9)
+    0.0
     """
     nn = np.asarray(n, dtype=float)
     ss = np.asarray(s, dtype=float)
     vv = np.asarray(v, dtype=float)
+    d = np.asarray(delta, dtype=float)
     if np.any(nn < 0) or np.any(vv < 0):
         raise ValueError("`n` and `v` must be nonnegative")
+    if np.any(np.abs(d) >= 1):
+        raise ValueError("`delta` must lie in (-1, 1)")
     rho = mixture_rho(v_opt=v_opt, alpha_opt=alpha_opt)
-    return _log_gamma_exp_side(ss, vv, rho), _log_gamma_exp_side(-ss, vv, rho)
+    if not np.any(d):
+        return _log_gamma_exp_side(ss, vv, rho), _log_gamma_exp_side(-ss, vv, rho)
+    # ξ = D − δ ≥ −(1 + δ) and −ξ ≥ −(1 − δ): each side scaled by its range (Fan's inequality).
+    sc = ss - nn * d
+    vc = np.maximum(vv - 2.0 * d * ss + nn * d * d, 0.0)
+    c_plus, c_minus = 1.0 + d, 1.0 - d
+    return (_log_gamma_exp_side(sc / c_plus, vc / (c_plus * c_plus), rho),
+            _log_gamma_exp_side(-sc / c_minus, vc / (c_minus * c_minus), rho))
 
 
 def cs_bounded(

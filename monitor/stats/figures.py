@@ -3,9 +3,9 @@
 Every number llm-monitor prints about a pair — δ̂, σ̂_D², ρ̂, N*, q, q_cluster (q_strata), MDE,
 the p-value, the e-value, the confidence sequence, N*_AV and q_AV — is computed here and
 nowhere else. The offline report (:func:`monitor.stats.board.board`), the live core
-(:mod:`monitor.core.evaluate`), the anytime replay and the running pair state
-(:class:`monitor.stats.running.PairState`) build :class:`PairSums` from their own storage and
-call :func:`pair_figures`; that is why live and offline agree exactly.
+(:mod:`monitor.core.evaluate`), the anytime replay and ``compare``
+(:func:`monitor.stats.paired.paired_summary`) build :class:`PairSums` from their own storage
+and call :func:`pair_figures`; that is why live and offline agree exactly.
 
 Conventions (one for every edge case; see docs/contract.md, "Pair figures: conventions")
 -------------------------------------------------------------------------------------
@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import power as pw
+from monitor.stats.clusters import cluster_inflation
 from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
@@ -112,10 +113,12 @@ class ClusterDecisions:
     decided_obs: FloatArray
     decided_log_e: FloatArray
     seen: int
+    equivalent: NDArray[np.int8] | None = None
 
     def take(self, idx: Any) -> ClusterDecisions:
-        return replace(self, **{name: getattr(self, name)[idx] for name in (
+        out = replace(self, **{name: getattr(self, name)[idx] for name in (
             "n_obs", "s", "v", "decided", "decided_n", "decided_obs", "decided_log_e")})
+        return out if self.equivalent is None else replace(out, equivalent=self.equivalent[idx])
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,7 +222,9 @@ class PairFigures:
     ``n_star``, ``q``, ``mde`` and ``q_grouped`` are at the per-comparison level ``alpha``
     (family-adjusted by the caller); ``log_e`` is the pair's e-process, and ``cs_low``,
     ``cs_high``, ``n_star_anytime``, ``q_anytime`` are at level ``e_alpha`` (None when the
-    figures were computed without ``intervals``: they need root finding).
+    figures were computed without ``intervals``: they need root finding). With paths,
+    ``n_star_anytime`` is sized for the decision of :mod:`monitor.stats.sequential` (one side
+    reaching 2/e_alpha), without them for E ≥ 1/e_alpha.
     ``n11 … n00`` are valid where ``binary``.
     """
 
@@ -252,11 +257,13 @@ class PairFigures:
     decided: NDArray[np.int8] | None
     decided_n: FloatArray | None
     decided_log_e: FloatArray | None
+    equivalent: NDArray[np.int8] | None
     n_clusters: FloatArray | None
     design: Design
     cluster_obs: FloatArray | None
     cluster_log_e: FloatArray | None
     cluster_decided: NDArray[np.int8] | None
+    cluster_equivalent: NDArray[np.int8] | None
     cluster_decided_n: FloatArray | None
     cluster_decided_obs: FloatArray | None
     cluster_decided_log_e: FloatArray | None
@@ -276,14 +283,18 @@ class PairFigures:
             return np.exp(self.log_e)
 
     def verdict_code(self) -> NDArray[np.int8]:
-        """The pair's verdict under the declared design: +1 (A resolved better), −1 (B), 0.
-        Sampled clusters: the clustered decision; otherwise the item-level one."""
+        """The pair's verdict under the declared design: +1 (A resolved better), −1 (B),
+        2 (equivalent within the margin), 0 (open). Sampled clusters: the clustered decision;
+        otherwise the item-level one."""
         if self.design == "clusters":
-            return (np.zeros(self.n.shape, np.int8) if self.cluster_decided is None
-                    else self.cluster_decided)
-        if self.decided is not None:
-            return self.decided
-        return np.zeros(self.n.shape, np.int8)
+            decided, equivalent = self.cluster_decided, self.cluster_equivalent
+        else:
+            decided, equivalent = self.decided, self.equivalent
+        code = (np.zeros(self.n.shape, np.int8) if decided is None
+                else np.asarray(decided, dtype=np.int8).copy())
+        if equivalent is not None:
+            code[np.asarray(equivalent) != 0] = 2
+        return code
 
     def decidable(self) -> BoolArray:
         """False where the design allows no decision: sampled clusters, with fewer clusters
@@ -314,6 +325,7 @@ class PairFigures:
             n_star_anytime=at(self.n_star_anytime), q_anytime=at(self.q_anytime),
             e_alpha=float(self.e_alpha[k]),
             decided=None if self.decided is None else int(self.decided[k]),
+            equivalent=None if self.equivalent is None else bool(self.equivalent[k]),
             decided_n=None if self.decided_n is None else round(float(self.decided_n[k])),
             decided_log_e=at(self.decided_log_e),
             n_clusters=None if self.n_clusters is None else round(float(self.n_clusters[k])),
@@ -370,6 +382,7 @@ class PairRecord:
     q_anytime: float | None
     e_alpha: float
     decided: int | None
+    equivalent: bool | None
     decided_n: int | None
     decided_log_e: float | None
     n_clusters: int | None
@@ -544,12 +557,15 @@ def pair_figures(
         n_av = np.zeros_like(n)
         constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
             ("mcnemar", mcnemar), ("bounded", ~mcnemar))
+        # Sized for the rule that decides: with paths, a one-sided e-process reaching 2/γ
+        # (stats.sequential); without, E ≥ 1/e_alpha now.
+        rule: Literal["side", "mean"] = "side" if paths is not None else "mean"
         for construction, mask in constructions:
             for level in np.unique(e_levels[mask]):  # one boundary table per level
                 sel = mask & (e_levels == level)
                 n_av[sel] = np.atleast_1d(n_star_anytime(
                     d_size[sel], s2_size[sel], alpha=float(level), power=power,
-                    construction=construction))
+                    construction=construction, rule=rule))
         q_av = _ratio(n, n_av)
 
     g = sums.groups
@@ -567,6 +583,7 @@ def pair_figures(
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
         cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
         decided=None if paths is None else paths.decided,
+        equivalent=None if paths is None else paths.equivalent,
         decided_n=None if paths is None else paths.decided_n,
         decided_log_e=None if paths is None else paths.decided_log_e,
         # The clusters holding each pair's paired items (sampled clusters' design effect).
@@ -574,6 +591,7 @@ def pair_figures(
                     else g.count),
         design=sums.design, cluster_obs=None if cl is None else cl.n_obs,
         cluster_log_e=cl_log_e, cluster_decided=None if cl is None else cl.decided,
+        cluster_equivalent=None if cl is None else cl.equivalent,
         cluster_decided_n=None if cl is None else cl.decided_n,
         cluster_decided_obs=None if cl is None else cl.decided_obs,
         cluster_decided_log_e=None if cl is None else cl.decided_log_e,
@@ -608,10 +626,7 @@ def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: Floa
         # Sampled clusters: the cluster-robust variance with its small-sample factor
         # G/(G − 1), and never below the i.i.d. one — q_cluster ≤ q. One cluster: no
         # between-cluster variance can be estimated, q_cluster = 0.
-        factor = np.where(g.count > 1, g.count / np.where(g.count > 1, g.count - 1.0, 1.0),
-                          np.inf)
-        inflation = np.where(de > 0, np.maximum(de * factor, 1.0), np.inf)
-        return de, _ratio(n, n_star * inflation)
+        return de, _ratio(n, n_star * cluster_inflation(de, g.count))
 
 
 def _paired_t_p(delta: FloatArray, sigma2: FloatArray, n: FloatArray, student_t: Any

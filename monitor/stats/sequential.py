@@ -16,6 +16,13 @@ reads it (docs/anytime.md, "One guarantee for the life of the board"):
   γ_p/2), and stays resolved: the e-values dipping later change nothing. The two-sided value
   shown is E = (E₊ + E₋)/2, so a decision has E ≥ 1/γ_p. This covers false decisions and
   wrong directions alike, also when a pair's e-process has several segments.
+* **Equivalence, the third decision.** With a margin Δ, a pair is *equivalent* (tied within
+  Δ) at the first item where its time-uniform confidence sequence at γ_p lies inside
+  (−Δ, Δ): the one-sided bounded e-processes against δ ≥ Δ (E₋ centred at +Δ) and against
+  δ ≤ −Δ (E₊ centred at −Δ) both reach 2/γ_p, on the items of the pair's current segment.
+  Whichever comes first, resolution or equivalence, is the pair's decision and stays. While
+  |δ| ≥ Δ the chance of ever declaring equivalence is at most γ_p/2 — and with the
+  wrong-direction error of resolution, every error of a pair stays within γ_p.
 * **The test is chosen per pair, once.** At the pair's first paired item: the exact McNemar
   mixture when both scores are 0/1, the bounded gamma-exponential mixture otherwise. If a
   McNemar pair later meets a score other than 0/1, its e-value is frozen there and continued
@@ -25,7 +32,7 @@ reads it (docs/anytime.md, "One guarantee for the life of the board"):
   seen so far stays frozen, the excluded items never enter what follows.
 
 :func:`advance` is the one implementation of the sequential part, called by the live core on
-each batch's new paired items and by ``report --anytime``'s replay on the table's rows, so
+each batch's new paired items and by ``report``'s replay on the table's rows, so
 live and offline take the same decisions on the same order.
 """
 
@@ -53,9 +60,11 @@ __all__ = [
     "PairPaths",
     "advance",
     "block_share",
+    "log_e_equivalence",
     "log_e_paths",
     "log_e_sides",
     "log_threshold",
+    "may_be_equivalent",
     "may_cross",
     "mcnemar_boundary",
     "pair_block",
@@ -129,8 +138,9 @@ class PairPaths:
     pair meets a score other than 0/1 (it continues with the bounded mixture) and when items
     are excluded from the pair's sums (the evidence already seen stays in the frozen part;
     the removed items never enter the new segment). ``decided`` is +1 (the first model of the
-    pair resolved better), −1 (the second) or 0; ``decided_n`` and ``decided_log_e`` record
-    the paired items and log E_n at the decision.
+    pair resolved better), −1 (the second) or 0; ``equivalent`` 1 when the pair was declared
+    equivalent instead; ``decided_n`` and ``decided_log_e`` record the paired items and log E_n
+    at the decision (for equivalence, the smaller of its two one-sided log e-values).
     """
 
     kind: NDArray[np.int8]
@@ -142,6 +152,7 @@ class PairPaths:
     decided: NDArray[np.int8]
     decided_n: FloatArray
     decided_log_e: FloatArray
+    equivalent: NDArray[np.int8]
 
     @classmethod
     def empty(cls, size: int) -> PairPaths:
@@ -149,7 +160,12 @@ class PairPaths:
                    start_s=np.zeros(size), start_v=np.zeros(size),
                    start_log_plus=np.zeros(size), start_log_minus=np.zeros(size),
                    decided=np.zeros(size, np.int8),
-                   decided_n=np.zeros(size), decided_log_e=np.zeros(size))
+                   decided_n=np.zeros(size), decided_log_e=np.zeros(size),
+                   equivalent=np.zeros(size, np.int8))
+
+    def open(self, idx: IntArray) -> NDArray[np.bool_]:
+        """Pairs neither resolved nor declared equivalent."""
+        return (self.decided[idx] == 0) & (self.equivalent[idx] == 0)
 
     def take(self, idx: ArrayLike) -> PairPaths:
         return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
@@ -215,6 +231,82 @@ def log_e_paths(kind: ArrayLike, n: ArrayLike, s: ArrayLike, v: ArrayLike, *,
     return np.asarray(np.logaddexp(plus, minus) - _LOG2, dtype=np.float64)
 
 
+def log_e_equivalence(dn: ArrayLike, ds: ArrayLike, dv: ArrayLike, margin: float
+                      ) -> tuple[FloatArray, FloatArray]:
+    """(log E against δ ≥ Δ, log E against δ ≤ −Δ) on a segment's sums (n, S, V): the bounded
+    mixture's E₋ centred at +Δ and E₊ centred at −Δ. Both at least log(2/γ) — the confidence
+    sequence at γ inside (−Δ, Δ) — is the equivalence decision.
+
+    Examples
+    --------
+    >>> a, b = log_e_equivalence(20000, 0.0, 2000.0, 0.02)  # 20,000 tied items, 10 % discordant
+    >>> bool(a > np.log(40) and b > np.log(40))
+    True
+    """
+    if not (0.0 < margin < 1.0):
+        raise ValueError(f"`margin` must lie in (0, 1), got {margin}")
+    n = np.asarray(dn, dtype=float)
+    s, v = np.asarray(ds, dtype=float), np.asarray(dv, dtype=float)
+    _, below = ep.log_e_bounded_sides(n, s, v, delta=margin)
+    above, _ = ep.log_e_bounded_sides(n, s, v, delta=-margin)
+    return np.asarray(below, dtype=np.float64), np.asarray(above, dtype=np.float64)
+
+
+def _equivalence_bound(n: FloatArray, s: FloatArray, v: FloatArray, margin: float
+                       ) -> tuple[FloatArray, FloatArray]:
+    """Upper bounds on the two :func:`log_e_equivalence` values, by arithmetic only: a
+    one-sided mixture never exceeds sup over λ ∈ [0, 1) of λs − ψ_E(λ)v ≤ s²/(2v) (or s − v/2
+    where s > v, λ = 1), on the centred and scaled sums."""
+    out = []
+    for centre, sign in ((margin, -1.0), (-margin, 1.0)):
+        c = 1.0 - centre if sign < 0 else 1.0 + centre
+        sc = sign * (s - n * centre) / c
+        vc = np.maximum(v - 2.0 * centre * s + n * centre * centre, 0.0) / (c * c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = np.where(sc <= 0.0, 0.0,
+                             np.where(sc <= vc, sc * sc / (2.0 * np.maximum(vc, 1e-300)),
+                                      sc - vc / 2.0))
+        out.append(np.asarray(bound, dtype=np.float64))
+    return out[0], out[1]
+
+
+def may_be_equivalent(before: tuple[FloatArray, FloatArray, FloatArray],
+                      after: tuple[FloatArray, FloatArray, FloatArray], *, start_n: FloatArray,
+                      start_s: FloatArray, start_v: FloatArray, margin: float,
+                      log_threshold: FloatArray) -> NDArray[np.bool_]:
+    """Whether a pair can have been declared equivalent anywhere between two states of one
+    segment, read from the end points (as :func:`may_cross` for resolution). ``False`` is a
+    proof that no item of the run decided it.
+
+    Each side's bound (:func:`_equivalence_bound`) grows with its centred gap and falls with
+    its centred ΣD²; over the run the gap grows by at most (Δn · (1 + Δ) terms …) its share of
+    (ΔS' + √(Δn ΔV'))/2 (Cauchy–Schwarz on the centred increments), and ΣD² is at least its
+    value at the start.
+    """
+    side_thr = np.asarray(log_threshold, dtype=np.float64) + _LOG2
+    n0, s0, v0 = (np.asarray(x, dtype=np.float64) for x in before)
+    n1, s1, v1 = (np.asarray(x, dtype=np.float64) for x in after)
+    dn = np.maximum(n1 - n0, 0.0)
+    ok = np.ones(n0.shape, dtype=bool)
+    for centre, sign in ((margin, -1.0), (-margin, 1.0)):
+        # centred increments ξ = sign · (D − centre): their sum and sum of squares over the run
+        d_sc = sign * ((s1 - s0) - dn * centre)
+        d_vc = np.maximum((v1 - v0) - 2.0 * centre * (s1 - s0) + dn * centre * centre, 0.0)
+        up = (d_sc + np.sqrt(dn * d_vc)) / 2.0  # Σ max(ξ, 0) at most
+        seg_n = np.maximum(n0 - start_n, 0.0)
+        seg_s = sign * ((s0 - start_s) - seg_n * centre) + np.maximum(up, 0.0)
+        seg_v = np.maximum((v0 - start_v) - 2.0 * centre * (s0 - start_s)
+                           + seg_n * centre * centre, 0.0)
+        c = 1.0 - centre if sign < 0 else 1.0 + centre
+        sc, vc = seg_s / c, seg_v / (c * c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = np.where(sc <= 0.0, 0.0,
+                             np.where(sc <= vc, sc * sc / (2.0 * np.maximum(vc, 1e-300)),
+                                      sc - vc / 2.0))
+        ok &= bound >= side_thr
+    return ok
+
+
 def advance(
     paths: PairPaths,
     pair: IntArray,
@@ -225,6 +317,7 @@ def advance(
     base_s: FloatArray,
     base_v: FloatArray,
     log_threshold: FloatArray,
+    margin: float | None = None,
 ) -> IntArray:
     """Follow the pairs along new paired items, in stream order; update ``paths`` in place.
 
@@ -242,17 +335,20 @@ def advance(
         n, S, V of each pair before these items.
     log_threshold : float array, indexed by pair
         log(1/γ_p) of each pair.
+    margin : float, optional
+        Δ of the equivalence decision (None: no equivalence).
 
     Returns
     -------
-    The pairs decided by these items (their decision is recorded in ``paths``).
+    The pairs decided by these items, resolved or equivalent (their decision is recorded in
+    ``paths``).
     """
     if pair.size == 0:
         return np.zeros(0, dtype=np.int64)
     # A decided pair's items matter only where they start a new segment (the e-value shown
     # for it); everything else about it is settled.
     switching = np.unique(pair[(paths.kind[pair] == MCNEMAR) & nonbinary])
-    live = (paths.decided[pair] == 0) | np.isin(pair, switching)
+    live = paths.open(pair) | np.isin(pair, switching)
     if not live.all():
         pair, d, nonbinary = pair[live], d[live], nonbinary[live]
         if pair.size == 0:
@@ -305,29 +401,56 @@ def advance(
         switch_at[pairs_hit] = n[at]
         after = n >= switch_at[g]
         kind = np.where(after, BOUNDED, kind)
-        sel = np.flatnonzero((paths.decided[g] == 0) & ~((kind == MCNEMAR) & (dd == 0.0)))
+        # each item's segment start (n, S, V): the new segment's from the switch on
+        item_start = [np.where(after, now[g], was) for now, was in zip(
+            (paths.start_n, paths.start_s, paths.start_v), seg_before[:3], strict=True)]
+        sel = np.flatnonzero(paths.open(g) & ~((kind == MCNEMAR) & (dd == 0.0)))
         gs = g[sel]
         seg = [np.where(after[sel], now[gs], was[sel]) for now, was in zip(
             (paths.start_n, paths.start_s, paths.start_v, paths.start_log_plus,
              paths.start_log_minus), seg_before, strict=True)]
     else:
+        item_start = [paths.start_n[g], paths.start_s[g], paths.start_v[g]]
         sel = np.flatnonzero(~((kind == MCNEMAR) & (dd == 0.0)))
-        sel = sel[paths.decided[g[sel]] == 0]
+        sel = sel[paths.open(g[sel])]
         gs = g[sel]
         seg = [paths.start_n[gs], paths.start_s[gs], paths.start_v[gs],
                paths.start_log_plus[gs], paths.start_log_minus[gs]]
-    if sel.size == 0:
+    # Equivalence: the first item of each open pair whose confidence sequence at γ_p lies
+    # inside (−Δ, Δ), every item counting (a tie moves the centred e-processes too).
+    eq_first = np.full(int(g.max()) + 1, np.iinfo(np.int64).max)
+    eq_log_e = np.zeros(int(g.max()) + 1)
+    if margin is not None:
+        cand = np.flatnonzero(paths.open(g))
+        if cand.size:
+            dn = n[cand] - item_start[0][cand]
+            ds = s[cand] - item_start[1][cand]
+            dv = np.maximum(v[cand] - item_start[2][cand], 0.0)
+            thr_eq = log_threshold[g[cand]] + _LOG2
+            b1, b2 = _equivalence_bound(dn, ds, dv, margin)
+            maybe = np.flatnonzero((b1 >= thr_eq) & (b2 >= thr_eq))
+            if maybe.size:
+                e1, e2 = log_e_equivalence(dn[maybe], ds[maybe], dv[maybe], margin)
+                hit = maybe[(e1 >= thr_eq[maybe]) & (e2 >= thr_eq[maybe])]
+                if hit.size:
+                    at = cand[hit]  # positions in g, in stream order within each pair
+                    firsts = at[np.r_[True, g[at][1:] != g[at][:-1]]]
+                    eq_first[g[firsts]] = firsts
+                    where = np.searchsorted(cand[maybe], firsts)
+                    eq_log_e[g[firsts]] = np.minimum(e1, e2)[where]
+    if sel.size == 0 and not np.any(eq_first < np.iinfo(np.int64).max):
         return np.zeros(0, dtype=np.int64)
     # Each direction is decided by its own one-sided e-process at level γ/2: E₊ is a
     # supermartingale whenever the first model is not better, E₋ whenever the second is
     # not, so a false or wrong-direction decision has probability ≤ γ — across segments too.
     side_thr = log_threshold[gs] + _LOG2
     ks, ns, ss, vs = kind[sel], n[sel], s[sel], v[sel]
-    crossed = _crossed(ks, ns, ss, vs, *seg, side_thr)
-    if not crossed.any():
-        return np.zeros(0, dtype=np.int64)
+    crossed = _crossed(ks, ns, ss, vs, *seg, side_thr) if sel.size else np.zeros(0, bool)
     hit = np.flatnonzero(crossed)
-    first = hit[np.r_[True, gs[hit][1:] != gs[hit][:-1]]]  # positions in sel
+    first = hit[np.r_[True, gs[hit][1:] != gs[hit][:-1]]] if hit.size else hit  # in sel
+    # A resolution comes first unless the pair was declared equivalent at an earlier item (at
+    # the same item, the resolution: it says more).
+    first = first[sel[first] <= eq_first[gs[first]]]
     plus, minus = log_e_sides(ks[first], ns[first], ss[first], vs[first],
                               start_n=seg[0][first], start_s=seg[1][first],
                               start_v=seg[2][first], start_log_plus=seg[3][first],
@@ -336,6 +459,13 @@ def advance(
     paths.decided[decided] = np.where(plus >= minus, 1, -1).astype(np.int8)
     paths.decided_n[decided] = ns[first]
     paths.decided_log_e[decided] = np.logaddexp(plus, minus) - _LOG2
+    equal = np.flatnonzero(eq_first < np.iinfo(np.int64).max)
+    equal = equal[paths.decided[equal] == 0]
+    if equal.size:
+        paths.equivalent[equal] = 1
+        paths.decided_n[equal] = n[eq_first[equal]]
+        paths.decided_log_e[equal] = eq_log_e[equal]
+        decided = np.concatenate([decided, equal])
     return decided
 
 

@@ -1,6 +1,6 @@
 """SIGKILL the embedded monitor at random points of a 52,000-result ingest of real MMLU-Pro data;
 restart on the same database each time, resend what was not acknowledged, finish — and the
-final state must equal ``llm-monitor report --anytime`` on the acknowledged events."""
+final state must equal ``llm-monitor report --order file`` on the acknowledged events."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A real MMLU-Pro stream through a real ``llm-monitor run``, read after every batch: no anytime
-verdict ever reverses, and the final verdicts equal ``llm-monitor report --anytime`` on the
+verdict ever reverses, and the final verdicts equal ``llm-monitor report --order file`` on the
 same results in the same order.
 
 The stream: 8 models and 2,000 items drawn (seeded) from the real MMLU-Pro table, items in

@@ -234,7 +234,7 @@ def test_every_face_of_one_mmlu_pro_replay_says_the_same(shared_data: Path,
     # From the repository, as `make run` does; the table's path as the demo was given it.
     # COLUMNS and LINES unset: the pane's size must rule, not a size the tmux server's
     # environment may carry from whoever started it.
-    cmd = (f"cd {REPO} && unset COLUMNS LINES && {sys.executable} -m monitor.cli demo "
+    cmd = (f"cd {REPO} && env -u COLUMNS -u LINES {sys.executable} -m monitor.cli demo "
            f"--data {shared_data} --port {port} --rate 400000; sleep 600")
     _tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), cmd)
     try:

@@ -100,3 +100,79 @@ def test_a_hundred_thousand_benchmarks_are_refused_past_the_cap(tmp_path: Path) 
         assert status == 200 and time.perf_counter() - t1 < 2.0, figures
     finally:
         srv.kill()
+
+
+def test_the_budget_bounds_all_benchmarks_together_and_holds_after_a_restart(
+        tmp_path: Path) -> None:
+    config = tmp_path / "budget.toml"
+    config.write_text("max_total_models = 6\nmax_total_items = 8\nmax_total_cells = 14\n")
+    srv = Server(tmp_path / "budget.db", "--config", str(config)).start()
+    try:
+        # Three benchmarks of two models and two items: 6 models, 6 items, 12 scores.
+        ok = [_ev(b, i, m) for b in "abc" for i in "12" for m in "xy"]
+        status, reply = srv.post(_ndjson(ok))
+        assert status == 202 and reply["accepted"] == 12, reply
+
+        def refused(events: list[dict], cap: str) -> None:
+            status, reply = srv.post(_ndjson(events))
+            assert status == 429 and reply["cap"] == cap, (status, reply)
+            assert "all benchmarks" in reply["detail"] and cap in reply["detail"], reply
+
+        # Each benchmark is far below every per-benchmark cap; together they are at the budget.
+        refused([_ev("d", "1", "x")], "max_total_models")
+        refused([_ev("a", "3", "x"), _ev("b", "3", "x"), _ev("c", "3", "x")], "max_total_items")
+        refused([_ev("a", "3", "x"), _ev("a", "3", "y"), _ev("b", "3", "x")], "max_total_cells")
+        # What adds nothing is never refused (a resent batch), nor what fits.
+        status, reply = srv.post(_ndjson(ok))
+        assert status == 202 and reply["duplicate"] == 12, reply
+        status, reply = srv.post(_ndjson([_ev("a", "3", "x"), _ev("a", "3", "y")]))
+        assert status == 202 and reply["accepted"] == 2, reply
+        text = srv.metrics()
+        assert metric_value(text, "llm_monitor_state_models") == 6
+        assert metric_value(text, "llm_monitor_state_items") == 7
+        assert metric_value(text, "llm_monitor_state_cells") == 14
+        assert metric_value(text, "llm_monitor_requests_refused_total",
+                            cap="max_total_cells") == 1
+        srv.kill()
+        srv.start()  # rebuilt from the database: the same figures, the same budget
+        assert metric_value(srv.metrics(), "llm_monitor_state_cells") == 14
+        refused([_ev("b", "3", "x")], "max_total_cells")
+        assert metric_value(srv.metrics(), "llm_monitor_events_total", outcome="accepted") == 14
+    finally:
+        srv.kill()
+
+
+def test_wide_benchmarks_stop_at_the_state_budget(tmp_path: Path) -> None:
+    """The report's pattern with the default settings: requests of 1,000 models × 3 items,
+    each on a new benchmark (~95 MB of pair arrays each), went to 3 GB within 22 s. The budget
+    (max_state_bytes, 2 GB) refuses the benchmark that would pass it, the process stays under
+    the budget + 0.5 GB, /healthz keeps answering and nothing accepted is lost."""
+    srv = Server(tmp_path / "wide.db").start()
+    statuses: dict[int, int] = {}
+    replies = []
+    try:
+        rss0, _ = srv.memory_kib()
+        with HealthProbe(srv.port) as probe:
+            for b in range(29):
+                body = _ndjson([_ev(f"wide-{b}", str(i), f"model-{m}", score=(i + m) % 2)
+                                for m in range(1000) for i in range(3)])
+                status, reply = srv.post(body)
+                statuses[status] = statuses.get(status, 0) + 1
+                replies.append(reply)
+        rss, peak = srv.memory_kib()
+        text = srv.metrics()
+        held = metric_value(text, "llm_monitor_state_bytes")
+        figures = (f"{statuses}; state {held / 1e6:.0f} MB; RSS {rss0 / 1024:.0f} MB → "
+                   f"{rss / 1024:.0f} MB (peak {peak / 1024:.0f} MB); {probe.summary()}")
+        print(f"\n29 benchmarks of 1,000 models: {figures}")
+        accepted = statuses.get(202, 0)
+        assert 15 <= accepted < 29 and statuses.get(429) == 29 - accepted, figures
+        assert all(r["cap"] == "max_state_bytes" for r in replies[accepted:]), replies[-1]
+        assert held <= 2e9 and peak * 1024 <= 2e9 + 0.5e9, figures
+        assert probe.failures == 0 and probe.p99() <= 0.25, figures
+        assert srv.get_json("/v1/benchmarks")[1]["benchmarks"] == [
+            f"wide-{b}" for b in range(accepted)]
+        assert metric_value(text, "llm_monitor_events_total", outcome="accepted") == \
+            3000 * accepted
+    finally:
+        srv.kill()

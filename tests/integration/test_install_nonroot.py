@@ -113,10 +113,11 @@ def test_make_run_as_a_user_without_root_reaches_the_live_view(
     assert found, f"no live view within the time limit; output:\n{text[-4000:]}"
     assert "need root" not in text and "apt-get" not in text
     assert "llm-monitor: listening on http://127.0.0.1:" in text
-    # The runtime install took the package without the Kafka runner or the test tools.
+    # The runtime install took the package and what --config FILE.yaml reads with, without
+    # the Kafka runner or the test tools.
     venv = clone / ".venv" / "bin" / "python"
     probe = subprocess.run(
         [*prefix, str(venv), "-c",
-         "import importlib.util as u; print([m for m in ('monitor', 'faust', 'kafka', 'pytest') "
-         "if u.find_spec(m)])"], capture_output=True, text=True, check=True)
-    assert probe.stdout.strip() == "['monitor']", probe.stdout + probe.stderr
+         "import importlib.util as u; print([m for m in ('monitor', 'yaml', 'faust', 'kafka', "
+         "'pytest') if u.find_spec(m)])"], capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "['monitor', 'yaml']", probe.stdout + probe.stderr

@@ -329,18 +329,64 @@ def test_dashboards_get_data_and_a_resolution_reaches_alertmanager(stack: dict[s
     assert by("Accepted results per second", "")[""] > 0.0
 
 
+#: The dashboard's default time range, "now-1h" to "now": the range label_values reads.
+WINDOW_SECONDS = 3600
+
+
+def _variable_options(prom: str, name: str, values: dict[str, str]) -> list[str]:
+    """The options Grafana lists for the dashboard variable ``name`` over the default time
+    range, given the values of the variables its query names: the query run as Grafana's
+    Prometheus data source runs it (label_values: the label values API over the range;
+    query_result: an instant query at the range's end, each series written out as
+    ``name{label="value",…} value time_ms``), then the variable's regex and sort applied."""
+    var = next(v for v in grafana.dashboard()["templating"]["list"] if v["name"] == name)
+    end = time.time()
+    query = grafana.interpolate(var["query"], values)
+    texts: list[str]
+    if m := re.fullmatch(r"label_values\((.+),\s*(\w+)\)", query, re.S):
+        params = {"match[]": m.group(1), "start": end - WINDOW_SECONDS, "end": end}
+        status, body = _http("GET", f"{prom}/api/v1/label/{m.group(2)}/values?"
+                             + urllib.parse.urlencode(params))
+        assert status == 200 and body["status"] == "success", (query, body)
+        texts = list(body["data"])
+    elif m := re.fullmatch(r"query_result\((.+)\)", query, re.S):
+        status, body = _http("GET", f"{prom}/api/v1/query?"
+                             + urllib.parse.urlencode({"query": m.group(1), "time": end}))
+        assert status == 200 and body["data"]["resultType"] == "vector", (query, body)
+        texts = []
+        for series in body["data"]["result"]:
+            labels = dict(series["metric"])
+            head = labels.pop("__name__", "")
+            at, value = series["value"]
+            texts.append(head + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items())
+                         + f"}} {value} {at * 1000}")
+    else:
+        raise AssertionError(f"variable {name}: no Grafana function in {var['query']!r}")
+    options = texts
+    if var.get("regex"):
+        # Grafana keeps the texts the regex matches, as the first capture group if it has one.
+        m = re.fullmatch(r"/(.*)/([gimsuy]*)", var["regex"], re.S)
+        assert m is not None and "g" not in m.group(2), var["regex"]
+        pattern = re.compile(m.group(1), re.I if "i" in m.group(2) else 0)
+        hits = [pattern.search(t) for t in texts]
+        options = [h.group(1) if h.groups() else h.group(0) for h in hits if h is not None]
+    options = list(dict.fromkeys(options))
+    assert var["sort"] == 1, var  # alphabetical, ascending
+    return sorted(options)
+
+
 def _variables(prom: str, bench: str, logs: list[Path]) -> dict[str, str]:
     """The dashboard's variables as Grafana resolves them: the benchmark, then the first
     model_a of that benchmark, then the first model_b paired with it."""
-    bench_expr, a_expr, b_expr = grafana.variable_queries()
-    benches = {r["metric"]["benchmark"] for r in _query(prom, bench_expr)["result"]}
-    assert bench in benches, benches
     values = {"benchmark": bench, "__rate_interval": "1m"}
-    a_rows = _query(prom, grafana.interpolate(a_expr, values))["result"]
-    values["model_a"] = sorted(r["metric"]["model_a"] for r in a_rows)[0]
-    b_rows = _query(prom, grafana.interpolate(b_expr, values))["result"]
-    assert b_rows, (b_expr, values)
-    values["model_b"] = sorted(r["metric"]["model_b"] for r in b_rows)[0]
+    benches = _variable_options(prom, "benchmark", values)
+    assert bench in benches, benches
+    a_options = _variable_options(prom, "model_a", values)
+    assert a_options, values
+    values["model_a"] = a_options[0]
+    b_options = _variable_options(prom, "model_b", values)
+    assert b_options, values
+    values["model_b"] = b_options[0]
     return values
 
 
@@ -420,3 +466,81 @@ def test_every_panel_returns_series_for_awkward_model_names(stack: dict[str, Any
               if r["metric"]["__name__"] == "llm_monitor_ranking_e_threshold"}
     assert bounds == {"min": pytest.approx(min(p["e_threshold"] for p in ranking["pairs"])),
                       "max": pytest.approx(max(p["e_threshold"] for p in ranking["pairs"]))}
+
+
+# The ranking reorders: "low" overtakes "mid", so the adjacent pairs (top, mid) and (mid, low)
+# retire and (top, low) and (low, mid) take their place.
+REORDER_BENCH = "reorder"
+BEFORE = {"top": 0.9, "mid": 0.5, "low": 0.1}
+AFTER = {"top": 0.9, "mid": 0.5, "low": 0.75}
+
+
+def _pair_panels() -> list[tuple[str, grafana.Query]]:
+    """(title, query) of the panel queries that show the chosen pair model_a vs model_b."""
+    return [(t, q) for t, q in grafana.dashboard_queries() if "${model_a:doublequote}" in q.expr]
+
+
+def _pairs_now(prom: str) -> set[tuple[str, str]]:
+    rows = _query(prom, f'llm_monitor_pair_items{{benchmark="{REORDER_BENCH}"}}')["result"]
+    return {(r["metric"]["model_a"], r["metric"]["model_b"]) for r in rows}
+
+
+def test_pair_variables_list_only_the_pairs_exported_now(stack: dict[str, Any]) -> None:
+    mon, prom, logs = stack["monitor"], stack["prom"], stack["logs"]
+    status, body = _http("POST", f"{mon}/v1/results", _events(0, 30, BEFORE, REORDER_BENCH))
+    assert status == 202 and body["accepted"] == 90, body
+    _wait("the first pairs in Prometheus",
+          lambda: _pairs_now(prom) == {("top", "mid"), ("mid", "low")}, 20, logs)
+    status, body = _http("POST", f"{mon}/v1/results", _events(30, 300, AFTER, REORDER_BENCH))
+    assert status == 202 and body["accepted"] == 810, body
+    _, ranking = _http("GET", f"{mon}/v1/benchmarks/{REORDER_BENCH}/ranking")
+    assert [m["model"] for m in ranking["models"]] == ["top", "low", "mid"], ranking["models"]
+    current = {("top", "low"), ("low", "mid")}
+    _wait("the retired pairs to go stale", lambda: _pairs_now(prom) == current, 20, logs)
+    # The retired pairs are still in the last hour's series: what label_values would list.
+    status, body = _http("GET", f"{prom}/api/v1/series?" + urllib.parse.urlencode({
+        "match[]": f'llm_monitor_pair_items{{benchmark="{REORDER_BENCH}"}}',
+        "start": time.time() - WINDOW_SECONDS, "end": time.time()}))
+    assert status == 200
+    in_window = {(r["model_a"], r["model_b"]) for r in body["data"]}
+    assert in_window == current | {("top", "mid"), ("mid", "low")}, in_window
+
+    values = {"benchmark": REORDER_BENCH, "__rate_interval": "1m"}
+    assert _variable_options(prom, "model_a", values) == ["low", "top"]
+    partners = {a: _variable_options(prom, "model_b", {**values, "model_a": a})
+                for a in ("top", "mid", "low")}
+    assert partners == {"top": ["low"], "mid": [], "low": ["mid"]}, partners
+    # The default choice is a current pair, and every panel of the pair has its series.
+    chosen = _variables(prom, REORDER_BENCH, logs)
+    assert (chosen["model_a"], chosen["model_b"]) == ("low", "mid"), chosen
+    panels = _pair_panels()
+    assert len(panels) >= 6, [t for t, _ in panels]
+    for title, q in panels:
+        rows = _query(prom, grafana.interpolate(q.expr, chosen))["result"]
+        assert rows, (title, q.expr)
+
+
+def test_idle_panels_show_numbers_or_no_data_never_nan(stack: dict[str, Any]) -> None:
+    mon, prom, logs = stack["monitor"], stack["prom"], stack["logs"]
+    events = _events(0, 50)
+    bad = [dict(events[1], score=1 - events[1]["score"]),
+           {"benchmark": BENCH, "item_id": "x", "model": "weak", "score": 2}]
+    status, body = _http("POST", f"{mon}/v1/results", [*events, *bad])
+    assert status == 202 and (body["conflict"], body["invalid"]) == (1, 1), body
+    _wait("the events in Prometheus", lambda: _query(
+        prom, 'llm_monitor_events_total{outcome="invalid"} > 0')["result"], 20, logs)
+    # Grafana's $__rate_interval at a 1 s scrape is 4 s: idle means no event in that window.
+    values = {**_variables(prom, BENCH, logs), "__rate_interval": "4s"}
+    _wait("an idle window", lambda: [r for r in _query(
+        prom, "sum(rate(llm_monitor_events_total[4s])) == 0")["result"]], 20, logs)
+    results = {}
+    for title, q in grafana.dashboard_queries():
+        expr = grafana.interpolate(q.expr, values)
+        rows = _query(prom, expr)["result"]
+        for series in rows:
+            assert not math.isnan(float(series["value"][1])), (title, expr, series)
+        results[title] = rows
+    # Nothing rejected while nothing arrives; no lag is measured while no request is.
+    assert [float(r["value"][1]) for r in results["Dead-letter fraction"]] == [0.0]
+    assert results["Processing lag p99"] == []
+    assert [float(r["value"][1]) for r in results["Accepted results per second"]] == [0.0]

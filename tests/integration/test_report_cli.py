@@ -11,15 +11,19 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import main
+from tests.conftest import terminal_env
 
 CONTRACT = ("model_a", "model_b", "verdict", "decided", "design", "n", "delta", "sigma_d2", "rho",
             "e_value", "e_threshold", "cs_low", "cs_high", "q_anytime", "fixed_n")
 FIXED_N = ("n_star", "q", "mde", "design_effect", "q_cluster", "p_value", "p_adjusted")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    # The width is given, never inherited: piped output is laid out for it (or for 120
+    # columns when it is narrower), whatever terminal runs the tests.
     return subprocess.run([sys.executable, "-m", "monitor.cli", "report", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120,
+                          env=terminal_env(columns), stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.integration
@@ -47,9 +51,10 @@ def test_mmlu_wide_json_contract(shared_data: Path) -> None:
 
 
 @pytest.mark.integration
-def test_human_output_states_family_correction_and_groups(shared_data: Path) -> None:
+def test_human_output_states_family_correction_and_groups(shared_data: Path,
+                                                          columns: int) -> None:
     res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude", "src",
-               "--cluster-col", "category")
+               "--cluster-col", "category", columns=columns)
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "family: adjacent pairs of the ranking (31 pairs)" in out
@@ -59,7 +64,12 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path) -> 
     assert "0 of 31 adjacent pairs resolved (decided, final) · 0 unresolved · 31 undecidable" \
         in words
     assert "RESOLVED" not in out and "fixed-N only" not in out
-    assert max(len(line) for line in out.splitlines()) <= 120
+    # Piped output takes the terminal's width, and at least 120 columns (a narrower one would
+    # squeeze the model names out): the longest name sits on one line only when wider.
+    width = max(columns, 120)
+    assert max(len(line) for line in out.splitlines()) <= width
+    longest = "merged(2026-02, probably gemini-3.1-pro)"
+    assert (longest in out) == (width > 120), out
 
 
 @pytest.mark.integration
@@ -67,12 +77,13 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path) -> 
                                     ("--strata-col", "category")])
 @pytest.mark.parametrize("family", ["adjacent", "all"])
 def test_human_table_has_one_layout_per_family(
-    shared_data: Path, groups: tuple[str, ...], family: str
+    shared_data: Path, groups: tuple[str, ...], family: str, columns: int
 ) -> None:
     # Every combination of family and grouping renders one table: a row per model for the
     # adjacent family, a row per pair (A and B columns) for all pairs — never both.
     res = _cli(str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude",
-               "src" if groups else "src,category", "--top", "5", "--family", family, *groups)
+               "src" if groups else "src,category", "--top", "5", "--family", family, *groups,
+               columns=columns)
     assert res.returncode == 0, res.stderr
     header = next(line for line in res.stdout.splitlines() if " mean " in line or " A " in line)
     cols = header.split()

@@ -73,9 +73,9 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
         pytest.fail("tmux not found; scripts/install-deps.sh installs it (apt: tmux)")
     port = _free_port()
     session = "llm-monitor-view-" + secrets.token_hex(4)
-    # COLUMNS and LINES unset: the pane's size must rule, not a size the tmux server's
-    # environment may carry from whoever started it.
-    cmd = (f"cd {REPO} && unset COLUMNS LINES && {sys.executable} -m monitor.cli demo "
+    # The pane's size is the terminal under test: COLUMNS and LINES (the suite pins them, a
+    # shell may export them) would override it, and tmux hands its server's environment on.
+    cmd = (f"cd {REPO} && env -u COLUMNS -u LINES {sys.executable} -m monitor.cli demo "
            f"--data {shared_data} --port {port} --rate 60000; sleep 600")
     _tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), cmd)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.runners.embedded import _host_name
+from monitor.runners.http_guards import host_name, origin_of
 from monitor.runners.settings import Settings
 
 
@@ -34,4 +34,16 @@ def test_allowed_hosts_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     ("::1", "::1"), ("http://evil.example:8000", "evil.example"),
     ("https://Evil.Example/path", "evil.example"), ("null", "null"), ("", "")])
 def test_host_name(value: str, name: str) -> None:
-    assert _host_name(value) == name
+    assert host_name(value) == name
+
+
+@pytest.mark.parametrize(("value", "origin"), [
+    ("http://127.0.0.1:8000", ("http", "127.0.0.1", 8000)),
+    ("http://LOCALHOST:8000", ("http", "localhost", 8000)),
+    ("http://[::1]:8000", ("http", "::1", 8000)),
+    ("http://monitor.internal", ("http", "monitor.internal", 80)),
+    ("https://monitor.internal", ("https", "monitor.internal", 443)),
+    ("null", None), ("", None), ("file:///tmp/x.html", None), ("http://a:b:c", None),
+    ("http://127.0.0.1:8000/path", None)])
+def test_origin_of(value: str, origin: tuple[str, str, int] | None) -> None:
+    assert origin_of(value) == origin

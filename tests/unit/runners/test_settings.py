@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,31 @@ def test_json_and_yaml_settings_files(tmp_path: Path, name: str, text: str) -> N
     (tmp_path / name).write_text(text)
     core = Settings.build(config=tmp_path / name).core_config()
     assert (core.family, core.per_pair_series, core.exclude_flags) == ("all", "all", ())
+
+
+def test_yaml_settings_need_no_dev_install() -> None:
+    # `make run` installs the runtime dependencies only, and --config takes YAML there too.
+    meta = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    runtime = {d.split(">")[0].split("=")[0].split("[")[0].strip().lower()
+               for d in meta["project"]["dependencies"]}
+    assert "pyyaml" in runtime, meta["project"]["dependencies"]
+
+
+def test_yaml_settings_without_pyyaml_name_the_fix(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "m.yml"
+    path.write_text("family: all\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` now fails as if absent
+    with pytest.raises(ConfigError) as err:
+        Settings.build(config=path)
+    text = str(err.value)
+    assert "not valid YAML" not in text
+    assert f"--config {path}" in text and "pip install pyyaml" in text, text
+    assert ".toml or .json" in text, text
+    monkeypatch.undo()  # and with PyYAML, a broken file is still called what it is
+    path.write_text("family: [all\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        Settings.build(config=path)
 
 
 def test_errors_name_the_option_the_variable_and_the_file_key(tmp_path: Path) -> None:

@@ -159,18 +159,44 @@ def test_live_table_reads_the_labels_as_the_benchmarks_design() -> None:
         mon.ranking(BENCH)["pairs"][0]["q_strata"], rel=1e-12)
 
 
-def test_report_route_waits_for_the_state_lock_off_the_event_loop(tmp_path: Path) -> None:
+class _WatchedLock:
+    """The state lock (reentrant), telling when a thread asks for it while another holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.contended = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.contended.set()
+        return blocking and self._lock.acquire(True, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_report_route_waits_for_the_state_lock_off_the_event_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # While a batch holds the state lock (here: a thread, until /healthz has answered or 30 s
     # passed), the report route must wait for it in a thread, as every other read does: taken
     # on the event loop it stalled every request of the server, /healthz included, for as long
     # as the batch took.
     service = EmbeddedService(Settings(db=tmp_path / "m.db", eval_interval=0.0),
                               registry=CollectorRegistry())
+    lock = _WatchedLock()
+    monkeypatch.setattr(service.host, "lock", lock)
     rng = np.random.default_rng(1)
     results = [{"benchmark": "b", "item_id": f"q{i}", "model": m, "score": int(rng.random() < p)}
                for i in range(200) for m, p in (("a", 0.8), ("z", 0.4))]
 
-    async def scenario() -> tuple[bool, int]:
+    async def scenario() -> tuple[bool, bool, int]:
         async with TestClient(TestServer(build_app(service))) as client:
             resp = await client.post("/v1/results", json=results)
             assert resp.status == 202, await resp.text()
@@ -185,17 +211,22 @@ def test_report_route_waits_for_the_state_lock_off_the_event_loop(tmp_path: Path
             holder = threading.Thread(target=hold)
             holder.start()
             assert held.wait(30.0)
+            lock.contended.clear()
             report = asyncio.create_task(client.get("/v1/benchmarks/b/report.html"))
-            await asyncio.sleep(0.05)  # the request reaches the handler
+            # /healthz is asked only once the report request waits for the lock: asked
+            # before, it would answer even from a server whose event loop the report blocks.
+            # (Waited for in a thread: a loop blocked on the lock still gets the timeout.)
+            reached = await asyncio.to_thread(lock.contended.wait, 30.0)
             health = await client.get("/healthz")
             answered_while_held = not timed_out.is_set() and holder.is_alive()
             release.set()
             assert health.status == 200
             status = (await report).status
             holder.join()
-            return answered_while_held, status
+            return reached, answered_while_held, status
 
-    answered_while_held, status = asyncio.run(scenario())
+    reached, answered_while_held, status = asyncio.run(scenario())
+    assert reached, "the report request never waited for the state lock"
     assert status == 200
     assert answered_while_held, "/healthz waited for the report route's lock"
 

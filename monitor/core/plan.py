@@ -1,0 +1,264 @@
+"""The stop signal of an evaluation: for one model of a board, ``continue`` (with the next items
+to evaluate) or ``stop`` (with the reason), from the pairs' decisions and what the items left
+could still decide.
+
+Decisions are anytime-valid, so an evaluator may stop on them at no statistical cost: stopping
+is a stopping time like any other, and a decision already taken stays valid; what stopping
+costs is only the decisions the rest of the benchmark would have added (docs/until-resolved.md).
+
+* **Settled pairs.** Resolved or equivalent (decided, final), or not decidable under the
+  board's design (sampled clusters with too few clusters).
+* **Futile pairs** (the rule that decides the saving). An open pair is futile when the
+  predictive probability that either decision is reached by its last item is below
+  ``FUTILITY``: with n paired items, δ̂ and σ̂² now, and R items of the other model still to
+  pair, the final gap δ̂_N (N = n + R) is predicted as N(δ̂, σ̂² R/(N n)) (a flat prior on δ
+  and the R items' mean around it: predictive power, Spiegelhalter et al. 1986); resolution
+  needs |δ̂_N| beyond the half-width w_N of the pair's confidence sequence at N items, and
+  equivalence |δ̂_N| + w_N < Δ. w_N is the kernel's confidence sequence at its share read at
+  N items with the same σ̂² (``cs_bounded``). No pair is futile before ``MIN_ITEMS`` items.
+  The rule only decides when to stop asking for items; it takes no decision about a pair.
+* **The model is settled** when every pair in the question is settled or futile: ``stop``.
+  The question can be narrowed: pairs with a named set of models (``against``), "is it in the
+  top K" (``top``: settled when its rank set lies within 1…K or below K), an item budget.
+* **Next items.** The items the compared models have and the model has not done, in a
+  seeded random order fixed per benchmark (a keyed hash of each item id with the benchmark's
+  name): the order in which an evaluator's results arrive then never depends on outcomes,
+  which is what the anytime decisions assume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from scipy.special import ndtr
+
+from monitor.core.table import PairTable, PairView
+
+#: An open pair whose predictive chance of a decision by its last item is below this is futile.
+FUTILITY = 0.05
+#: No pair is futile before this many paired items (the estimates are too rough before).
+MIN_ITEMS = 200
+#: Next items handed out per plan by default.
+NEXT_ITEMS = 100
+
+Action = Literal["continue", "stop"]
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """One pair of the model in the question: its state and what the items left could do."""
+
+    model: str  # the other model
+    verdict: str
+    n: int
+    delta: float
+    cs_low: float | None
+    cs_high: float | None
+    items_left: int  # items the other model has that this one has not done
+    chance: float | None  # predictive chance of a decision by the last item (open pairs)
+    items_needed: int | None  # estimated items still needed for a decision (open pairs)
+    decided_at: int | None
+
+    @property
+    def settled(self) -> bool:
+        return self.verdict != "unresolved"
+
+    @property
+    def futile(self) -> bool:
+        return not self.settled and self.chance is not None and self.chance < FUTILITY
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "verdict": self.verdict, "n": self.n,
+                               "delta": self.delta}
+        if self.settled:
+            out["decided_at"] = self.decided_at
+        else:
+            out.update(cs_low=self.cs_low, cs_high=self.cs_high, items_left=self.items_left,
+                       decision_chance=self.chance, items_needed=self.items_needed,
+                       futile=self.futile)
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The stop signal of one model of a board."""
+
+    benchmark: str
+    model: str
+    action: Action
+    reason: str
+    items_done: int
+    items_total: int
+    pairs: tuple[PairPlan, ...]
+    next_items: tuple[str, ...]
+    question: dict[str, Any] = field(default_factory=dict)
+    rank: tuple[int, int] | None = None  # the model's rank set (low, high)
+
+    @property
+    def settled(self) -> tuple[PairPlan, ...]:
+        return tuple(p for p in self.pairs if p.settled)
+
+    @property
+    def open(self) -> tuple[PairPlan, ...]:
+        return tuple(p for p in self.pairs if not p.settled)
+
+    def items_needed(self) -> int | None:
+        """The most items any open, not futile pair is estimated to need (None: none)."""
+        need = [p.items_needed for p in self.open if not p.futile and p.items_needed is not None]
+        return max(need) if need else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan route's JSON."""
+        return {
+            "benchmark": self.benchmark, "model": self.model, "action": self.action,
+            "reason": self.reason, "question": self.question,
+            "items_done": self.items_done, "items_total": self.items_total,
+            "items_remaining": max(self.items_total - self.items_done, 0),
+            "rank_low": None if self.rank is None else self.rank[0],
+            "rank_high": None if self.rank is None else self.rank[1],
+            "settled": [p.as_dict() for p in self.settled],
+            "open": [p.as_dict() for p in self.open],
+            "items_needed": self.items_needed(),
+            "next_items": list(self.next_items),
+            "order": "keyed hash of the item ids with the benchmark's name (fixed per benchmark)",
+        }
+
+
+def item_keys(benchmark: str, item_ids: Sequence[str]) -> np.ndarray:
+    """Each item's place in the benchmark's fixed random order (a keyed 64-bit hash)."""
+    key = hashlib.blake2b(benchmark.encode(), digest_size=16).digest()
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8, key=key).digest(), "big")
+         for i in item_ids), dtype=np.uint64, count=len(item_ids))
+
+
+def _chance(view: PairView, items_left: int, margin: float | None) -> tuple[float, int | None]:
+    """The predictive chance that the pair is decided by its last item, and the items it is
+    estimated to need (None when more than are left)."""
+    from monitor.stats.eprocess import cs_bounded
+
+    f = view.figures
+    n, delta, s2 = f.n, f.delta, max(f.sigma_d2, 1e-12)
+    if n < MIN_ITEMS or not math.isfinite(delta):
+        return 1.0, None
+    total = n + items_left
+    lo, hi = cs_bounded(total, total * delta, total * (s2 + delta * delta), alpha=f.e_alpha)
+    w_end = (float(hi) - float(lo)) / 2.0
+    sd = math.sqrt(s2 * items_left / (total * n)) if items_left > 0 else 0.0
+
+    def above(x: float) -> float:  # P(δ̂_N > x)
+        if sd == 0.0:
+            return float(delta > x)
+        return float(ndtr((delta - x) / sd))
+
+    resolve = above(w_end) + (1.0 - above(-w_end))
+    equal = 0.0
+    if margin is not None and w_end < margin:
+        edge = margin - w_end
+        equal = max(above(-edge) - above(edge), 0.0)
+    # Items needed: the width shrinks about as 1/√N (the log factor moves slowly), so the
+    # width now gives the constant.
+    needed: int | None = None
+    if f.cs_low is not None and f.cs_high is not None and n > 0:
+        c = ((f.cs_high - f.cs_low) / 2.0) ** 2 * n / s2
+        targets = [abs(delta)] + ([margin - abs(delta)] if margin is not None else [])
+        reach = [c * s2 / t ** 2 for t in targets if t > 0]
+        if reach:
+            more = max(math.ceil(min(reach) - n), 0)
+            needed = more if more <= items_left else None
+    return min(resolve + equal, 1.0), needed
+
+
+def build_plan(
+    benchmark: str,
+    model: str,
+    *,
+    table: PairTable,
+    present: np.ndarray,
+    item_ids: Sequence[str],
+    keys: np.ndarray,
+    margin: float | None,
+    against: Sequence[str] | None = None,
+    top: int | None = None,
+    budget: int | None = None,
+    count: int = NEXT_ITEMS,
+) -> Plan:
+    """The plan of ``model`` on a board (``table``: its verdicts; ``present``: items × models,
+    which scores exist, excluded items left out; ``keys``: :func:`item_keys` of the items)."""
+    col = {name: j for j, name in enumerate(table.models)}
+    if model not in col:
+        raise KeyError(f"no model {model!r} in benchmark {benchmark!r}")
+    m = col[model]
+    others = [o for o in table.order if o != m]
+    if against is not None:
+        unknown = [a for a in against if a not in col or a == model]
+        if unknown:
+            raise KeyError(f"no other model {unknown[0]!r} in benchmark {benchmark!r}")
+        chosen = {col[a] for a in against}
+        others = [o for o in others if o in chosen]
+    done = present[:, m]
+    compared = present[:, others].any(axis=1) if others else np.zeros(done.shape, bool)
+    universe = compared | done
+    items_done, items_total = int(done.sum()), int(universe.sum())
+    question: dict[str, Any] = {"against": None if against is None else list(against),
+                                "top": top, "budget": budget}
+    rank: tuple[int, int] | None = None
+    if m in table.order:
+        low, high, _ = table.rank_sets()
+        r = table.order.index(m)
+        rank = (low[r], high[r])
+    pairs: list[PairPlan] = []
+    if m in table.order and others:
+        views = table.views([(m, o) for o in others])
+        for o, view in zip(others, views, strict=True):
+            left = int(np.count_nonzero(present[:, o] & ~done))
+            verdict = view.as_dict()["verdict"]
+            chance, needed = (None, None) if verdict != "unresolved" else _chance(
+                view, left, margin)
+            f = view.figures
+            pairs.append(PairPlan(
+                model=table.models[o], verdict=verdict, n=f.n, delta=f.delta,
+                cs_low=f.cs_low, cs_high=f.cs_high, items_left=left, chance=chance,
+                items_needed=needed, decided_at=f.headline_decided_n))
+    todo = np.flatnonzero(compared & ~done)
+    if count > 0 and todo.size:
+        first = todo[np.argsort(keys[todo], kind="stable")[:count]]
+        next_items = tuple(item_ids[i] for i in first.tolist())
+    else:
+        next_items = ()
+    action, reason = _decide(pairs, items_done=items_done, items_total=items_total,
+                             rank=rank, top=top, budget=budget, ranked=m in table.order)
+    return Plan(benchmark=benchmark, model=model, action=action, reason=reason,
+                items_done=items_done, items_total=items_total, pairs=tuple(pairs),
+                next_items=next_items if action == "continue" else (), question=question,
+                rank=rank)
+
+
+def _decide(pairs: list[PairPlan], *, items_done: int, items_total: int,
+            rank: tuple[int, int] | None, top: int | None, budget: int | None,
+            ranked: bool) -> tuple[Action, str]:
+    if budget is not None and items_done >= budget:
+        return "stop", f"the item budget of {budget} is reached"
+    if items_total and items_done >= items_total:
+        return "stop", "every item the compared models have is done"
+    if not ranked or not pairs:
+        return "continue", "no pair with the compared models yet"
+    if top is not None and rank is not None:
+        if rank[1] <= top:
+            return "stop", f"settled: in the top {top} (rank set {rank[0]}–{rank[1]})"
+        if rank[0] > top:
+            return "stop", f"settled: not in the top {top} (rank set {rank[0]}–{rank[1]})"
+    open_ = [p for p in pairs if not p.settled]
+    if not open_:
+        return "stop", f"settled: all {len(pairs)} pairs are decided"
+    live = [p for p in open_ if not p.futile]
+    if not live:
+        return "stop", (f"{len(pairs) - len(open_)} of {len(pairs)} pairs decided; the "
+                        f"{len(open_)} open cannot be settled within the items left "
+                        f"(predictive chance of a decision < {FUTILITY:g} each)")
+    return "continue", f"{len(live)} open pair(s) may still be decided"
