@@ -32,6 +32,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.browser_harness import Chromium
+from tests.unit.offline.test_html import readme_report_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -271,6 +272,11 @@ def test_every_face_of_one_mmlu_pro_replay_says_the_same(shared_data: Path,
     assert args[args.index("--seed") + 1] == "0", args
     html_at = args.index("--html")
     base = [str(shared_data / Path(args[0]).name), *args[1:html_at], *args[html_at + 2:]]
+    # The README's report command is this one: what `make run` shows, offline.
+    readme = readme_report_command()
+    at = readme.index("--html")
+    assert [Path(readme[0]).name, *readme[1:at], *readme[at + 2:]] == [
+        Path(args[0]).name, *args[1:html_at], *args[html_at + 2:]], (readme, args)
     js = subprocess.run([sys.executable, "-m", "monitor.cli", "report", *base, "--json"],
                         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert js.returncode == 0, js.stderr

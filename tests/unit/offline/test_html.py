@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.io.tables import ScoreTable
 from monitor.offline.html import SECTIONS, e_value_path, render_html
 from monitor.offline.replay import with_anytime
@@ -219,6 +220,8 @@ def test_the_readme_report_page_shows_the_decisions_of_its_seeded_replay(
     args = readme_report_command()
     assert "--strata-col" in args and "--seed" in args and "--cluster-col" not in args
     seed = int(args[args.index("--seed") + 1])
+    planned = (int(args[args.index("--planned-models") + 1]) if "--planned-models" in args
+               else PLANNED_MODELS)
     html_at = args.index("--html")
     args[html_at + 1] = str(tmp_path / "report.html")
     args = [str(shared_data / Path(a).name) if a.endswith(".csv") else a for a in args]
@@ -247,7 +250,7 @@ def test_the_readme_report_page_shows_the_decisions_of_its_seeded_replay(
     col = {m: j for j, m in enumerate(table.models)}
     a = np.array([col[p["model_a"]] for p in rep["pairs"]])
     b = np.array([col[p["model_b"]] for p in rep["pairs"]])
-    replay = anytime_replay(table, (a, b), order="shuffle", seed=seed)
+    replay = anytime_replay(table, (a, b), order="shuffle", seed=seed, planned_models=planned)
     want = replay.verdicts(np.arange(a.size), [p["model_a"] for p in rep["pairs"]],
                            [p["model_b"] for p in rep["pairs"]])
     rows = re.findall(r'<tr data-pair="([^"]*)" data-verdict="([^"]*)">(.*?)</tr>', text, re.S)
