@@ -190,8 +190,19 @@ async def _drive(browser: Chromium, base: str, token: str, quoted: str,
                 assert at == ("–" if p["decided"] is None
                               else f"n={p['decided']['n']:,}, final"), at
             legend = await tab.evaluate("document.getElementById('legend').textContent")
-            thr = api["pairs"][0]["e_threshold"]
-            assert f"{thr:.1e}".replace("e+0", "e+") in legend, legend
+            # The thresholds' range, as the page writes numbers: x.xe+y from 1e4, else three
+            # figures (JavaScript's toPrecision(3)). Thresholds are 1/γ ≥ 20.
+            def sci(x: float) -> str:
+                if x >= 1e4:
+                    return f"{x:.1e}".replace("e+0", "e+")
+                if x >= 1e3:
+                    return f"{x:.2e}".replace("e+0", "e+")
+                return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+            thresholds = sorted(p["e_threshold"] for p in api["pairs"])
+            want_thr = (sci(thresholds[0]) if thresholds[0] == thresholds[-1]
+                        else f"{sci(thresholds[0])}–{sci(thresholds[-1])}")
+            assert f"threshold 1/γ = {want_thr} " in legend, legend
             loads = len([e for e in tab.events if e.get("method") == "Page.loadEventFired"])
             assert loads == navigations, "the page reloaded itself"
             await tab.screenshot(shots / "board-3-caught-up.png")
