@@ -32,7 +32,7 @@ run: $(RUN_STAMP)  ## the live monitor on the embedded default, replaying real M
 	$(BIN)/llm-monitor demo --data $(DATA) $(RUN_ARGS)
 
 report: $(RUN_STAMP)  ## the offline resolution report on the real MMLU-Pro table
-	$(BIN)/llm-monitor report $(DATA)/mmlu_pro_item_correctness_wide.csv --exclude src --cluster-col category
+	$(BIN)/llm-monitor report $(DATA)/mmlu_pro_item_correctness_wide.csv --exclude src --strata-col category --planned-models 32 --seed 0
 
 test: $(STAMP) lint  ## the whole suite: lint, types, unit, property, doctests, statistical and integration tests
 	$(BIN)/python -m pytest -q

@@ -1,4 +1,4 @@
-"""The anytime replay behind ``report --anytime``: every pair of the real MMLU-Pro table.
+"""The replay behind ``report``'s verdicts: every pair of the real MMLU-Pro table.
 
 Ours: the decisions of ``monitor.offline.replay.anytime_replay`` (and, separately, the whole
 replay with its final figures) on all 496 pairs of the 32 models (shuffled
@@ -41,8 +41,10 @@ def peer(x: np.ndarray, a: np.ndarray, b: np.ndarray, log_thr: np.ndarray) -> li
 
 
 def main() -> None:
+    # Its categories as fixed strata: the item-level decisions the peer takes (sampled
+    # clusters would decide on the 14 categories instead).
     table = read_table(DATA / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
-                       cluster_col="category")
+                       strata_col="category")
     k = len(table.models)
     a, b = np.triu_indices(k, 1)
     anytime_replay(table, (a[:1], b[:1]), order="shuffle", seed=SEED)  # imports, tables

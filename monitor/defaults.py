@@ -16,3 +16,9 @@ STABILITY_KINDS: tuple[str, ...] = ("paraphrase", "shuffle", "format", "noise")
 #: the board's own size, over boards of 3 to 64 models: at most 17 % (bench/
 #: bench_planned_models.py; docs/anytime.md, "How many models to plan for").
 PLANNED_MODELS = 5
+#: Seed of the shuffled replay order (``report --seed``, ``demo --seed``): the same table
+#: gives the same decisions on every run, and ``demo`` takes those of ``report`` by default.
+REPLAY_SEED = 0
+#: The equivalence margin Δ: one point of accuracy (docs/anytime.md, "Equivalence"); the live
+#: monitor's default and ``report --margin``'s.
+MARGIN = 0.01

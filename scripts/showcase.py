@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
@@ -24,12 +25,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "showcase"
-# Both boards planned for 32 models (MMLU-Pro's size; GSM8K's 42 outgrow it).
+# name: (table, benchmark, report options, run options, the run's design). MMLU-Pro's 14
+# categories are fixed strata: `report --strata-col`, and the monitor's benchmark declared
+# `strata` (its results carry the category as their cluster label). Both boards planned for
+# 32 models (MMLU-Pro's size, as `make run`; GSM8K's 42 outgrow it).
 TABLES = {
     "mmlu-pro": ("mmlu_pro_item_correctness_wide.csv", "mmlu_pro",
-                 ["--exclude", "src", "--cluster-col", "category", "--planned-models", "32"]),
+                 ["--exclude", "src", "--strata-col", "category", "--planned-models", "32"],
+                 ["--exclude", "src", "--cluster-col", "category", "--planned-models", "32"],
+                 "strata"),
     "gsm8k": ("zeroeval_gsm8k_item_correctness_wide.csv", "gsm8k",
-              ["--exclude", "gold", "--planned-models", "32"]),
+              ["--exclude", "gold", "--planned-models", "32"],
+              ["--exclude", "gold", "--planned-models", "32"], "items"),
 }
 CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
@@ -56,12 +63,11 @@ def shot(url: str, out: Path, *, size: str = "1280,1300", wait_ms: int = 4000) -
 
 
 def report_pictures(name: str, data: Path, tmp: Path) -> None:
-    file, _, opts = TABLES[name]
+    file, _, opts, _, _ = TABLES[name]
     page = tmp / f"{name}.html"
-    # Shuffled: the anytime verdicts need an order independent of the outcomes, and the
-    # MMLU-Pro file lists its items category by category.
+    # Seed 0, the default and the demo's: the same decisions as the live board below.
     subprocess.run([sys.executable, "-m", "monitor.cli", "report", str(data / file), *opts,
-                    "--order", "shuffle", "--seed", "0", "--html", str(page)], check=True,
+                    "--seed", "0", "--html", str(page)], check=True,
                    capture_output=True, timeout=300)
     shot(page.as_uri(), OUT / f"{name}-report.png", size="1280,1500")
     # The e-value section alone: the page's head with that section as its body.
@@ -75,14 +81,15 @@ def report_pictures(name: str, data: Path, tmp: Path) -> None:
 
 
 def board_picture(name: str, data: Path, tmp: Path) -> None:
-    file, bench, opts = TABLES[name]
+    file, bench, _, opts, design = TABLES[name]
     port = _free_port()
     log = (tmp / f"{name}-monitor.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--db",
                              str(tmp / f"{name}.db"), "--host", "127.0.0.1", "--port", str(port),
                              "--no-view", "--replay", str(data / file), "--benchmark", bench,
                              *opts, "--shuffle", "--seed", "0"], stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT,
+                            env={**os.environ, "LLM_MONITOR_DESIGN": design})
     try:
         deadline = time.monotonic() + 600
         while "replay finished" not in (tmp / f"{name}-monitor.log").read_text(errors="replace"):
@@ -102,8 +109,10 @@ def board_picture(name: str, data: Path, tmp: Path) -> None:
 def terminal_view(data: Path) -> None:
     port = _free_port()
     session = f"showcase-{port}"
-    cmd = (f"cd {REPO} && {sys.executable} -m monitor.cli demo --data {data} --port {port} "
-           "--rate 60000; sleep 600")
+    # COLUMNS and LINES unset: the pane's 80 × 24 must rule, not a size the tmux server's
+    # environment may carry.
+    cmd = (f"cd {REPO} && env -u COLUMNS -u LINES {sys.executable} -m monitor.cli demo "
+           f"--data {data} --port {port} --rate 60000; sleep 600")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
                    check=True)
     try:

@@ -50,40 +50,48 @@ def render_objects(columns: Sequence[PairColumn], *, indent: int) -> str:
     """The JSON text of the objects of a run joined by ``,\\n``, each at nesting depth
     ``indent`` spaces (json's ``indent=2`` layout: keys ``indent + 2`` deep, the closing
     brace ``indent`` deep)."""
+    outer = " " * indent
+    return ",\n".join(outer + text for text in object_texts(columns, indent=indent))
+
+
+def object_texts(columns: Sequence[PairColumn], *, indent: int) -> list[str]:
+    """The JSON text of each object of a run, from its opening brace to its closing one, the
+    brace at depth ``indent`` (json's ``indent=2`` layout)."""
     n = len(columns[0]) if columns else 0
     if n == 0:
-        return ""
+        return []
     pad, outer = " " * (indent + 2), " " * indent
     # One list of every piece of text in output order — per object: before key 1, value 1,
-    # before key 2, …, the closing brace — filled a column at a time and joined once.
+    # before key 2, …, the closing brace — filled a column at a time, joined once per object.
     stride = 2 * len(columns) + 1
     pieces: list[str] = [""] * (n * stride)
-    # The text that opens object i (",\n" between objects) until its first key is written.
-    opens: list[str | None] = [",\n" + outer] * n
-    opens[0] = outer
+    empty = [True] * n  # object i has no key yet
     pending = True  # some object has no key yet
     for j, column in enumerate(columns):
         name = f"{pad}{json.dumps(column.key)}: "
-        later = ",\n" + name
-        values = tokens(column)
+        later, first = ",\n" + name, "{\n" + name
+        values = tokens(column, indent=indent + 2)
         if column.present is None and not pending:
             pieces[2 * j::stride] = [later] * n
         else:
             here = [True] * n if column.present is None else column.present.tolist()
-            pieces[2 * j::stride] = [(later if o is None else o + "{\n" + name) if h else ""
-                                     for o, h in zip(opens, here, strict=True)]
+            pieces[2 * j::stride] = [(first if e else later) if h else ""
+                                     for e, h in zip(empty, here, strict=True)]
             values = [v if h else "" for v, h in zip(values, here, strict=True)]
-            opens = [None if h else o for o, h in zip(opens, here, strict=True)]
-            pending = any(o is not None for o in opens)
+            empty = [e and not h for e, h in zip(empty, here, strict=True)]
+            pending = any(empty)
         pieces[2 * j + 1::stride] = values
     closing = "\n" + outer + "}"
-    pieces[stride - 1::stride] = [closing if o is None else o + "{}" for o in opens]
-    return "".join(pieces)
+    pieces[stride - 1::stride] = ["{}" if e else closing for e in empty]
+    return ["".join(pieces[i:i + stride]) for i in range(0, n * stride, stride)]
 
 
-def tokens(column: PairColumn) -> list[str]:
-    """The JSON text of every value of ``column`` (numbers by :func:`wire_float`)."""
+def tokens(column: PairColumn, *, indent: int = 0) -> list[str]:
+    """The JSON text of every value of ``column`` (numbers by :func:`wire_float`), a value
+    that is an object laid out as at depth ``indent`` (the depth of its key)."""
     kind, values = column.kind, column.values
+    if kind == "object":
+        return object_texts(values, indent=indent)
     if kind == "float":
         return _float_tokens(np.asarray(values, dtype=np.float64))
     if kind == "count":
@@ -101,7 +109,11 @@ def tokens(column: PairColumn) -> list[str]:
         return [memo[v] for v in values]
     if kind == "null":
         return ["null"] * len(values)
-    return [json.dumps(jsonable(v), allow_nan=False) for v in values]
+    # Plain values; a dict or list among them nested as json's indent=2 lays it out here.
+    newline = "\n" + " " * indent
+    return ["null" if v is None else
+            json.dumps(jsonable(v), indent=2, allow_nan=False).replace("\n", newline)
+            for v in values]
 
 
 def _float_tokens(x: np.ndarray) -> list[str]:

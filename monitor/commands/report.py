@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._output import emit
-from monitor.defaults import PLANNED_MODELS, RANK_SEED
+from monitor.defaults import MARGIN, PLANNED_MODELS, RANK_SEED, REPLAY_SEED
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,24 +24,32 @@ if TYPE_CHECKING:
 
 # Paragraphs without hard line breaks so that the help formatter can reflow them.
 HELP = "\n\n".join([
-    "Resolution report of a per-item score table: the ranking and, for each pair in the family, "
-    "N, δ̂, σ̂_D², ρ̂, N*, q = N/N*, MDE, the design effect and the p-value.",
+    "Which gaps of a per-item score table are resolved: the ranking with each model's rank "
+    "set and tier and, for each pair in the family, its verdict — the live monitor's anytime "
+    "decision, replayed item by item — with N, δ̂, the e-value against its threshold and "
+    "q_AV; and, apart, the fixed-N planning figures (N*, q, MDE, design effect, p-values).",
     "FILE is a long table (CSV or JSONL, optionally .gz, with item_id or question_id, model, "
     "score or correct, optional benchmark and group columns) or a wide table (an id column, "
-    "optional group columns, one column per model). Empty cell = item absent; NA = no answer, "
-    "scored 0 unless --na-as-absent.",
-    "FAMILY: adjacent pairs of the ranking (default) or all pairs; A is ranked above B.",
-    "RESOLVED: q = N / N* ≥ 1, N* = z² σ̂_D² / δ̂², z = z(1 − α'/2) + z(power), with "
-    "α' = α/m under bonferroni and holm (α under none and bh), m = pairs in the family.",
-    "RESOLVED_CLUSTER (--cluster-col, groups are sampled clusters): q_cluster = q / DE ≥ 1 with "
-    "the cluster-robust design effect DE. RESOLVED_STRATA (--strata-col, groups are fixed "
-    "strata): the same with the stratified variance (DE ≤ 1).",
-    "SIGNIFICANT: family-adjusted p < α (exact McNemar on 0/1 scores, paired t otherwise).",
-    "RANKS [low, high]: each model's rank confidence set, simultaneous at 1 − α over all models "
-    "(--rank-sets marginal: each set at 1 − α on its own), from the max-|t| stepdown over all "
-    "pairs on the paired covariance of the means (cluster-robust with --cluster-col). TIER: "
-    "consecutive groups of the ranking; every model of a tier is resolved above every model "
-    "of the tiers below. See docs/ranks.md.",
+    "optional group columns, one column per model), lm-eval samples or inspect_ai logs. Empty "
+    "cell = item absent; NA = no answer, scored 0 unless --na-as-absent.",
+    "DESIGN: no group column = exchangeable items; --strata-col C = the groups are fixed "
+    "strata (e.g. MMLU-Pro's subjects); --cluster-col C = the groups are sampled clusters, "
+    "decided on whole clusters (undecidable with too few). See docs/clusters-vs-strata.md.",
+    "VERDICT: resolved:<model> once the pair's e-process reaches 1/γ, γ its fixed share of "
+    "α (the live monitor's rule), decided at that paired item and final; unresolved until "
+    "then; undecidable where the design allows no decision. The items are replayed in a "
+    "seeded shuffled order (--seed, stated in the output): a file sorted by subject or "
+    "difficulty would otherwise decide pairs on its order. --order file keeps the file's "
+    "order, for a table whose rows are the real arrival order.",
+    "RANKS [low, high] and TIER: from the decisions of all pairs (rank_low = 1 + models "
+    "decided above, rank_high = M − models decided below); tiers are consecutive groups no "
+    "decision separates. FAMILY: adjacent pairs of the ranking (default) or all pairs; A is "
+    "ranked above B.",
+    "FIXED-N (planning and audit, valid for one look at a fixed N, not the verdict): "
+    "q = N / N*, N* = z² σ̂_D² / δ̂², z = z(1 − α'/2) + z(power), α' = α/m under bonferroni "
+    "and holm (α under none and bh); q_cl / q_st with the cluster-robust or stratified "
+    "design effect; p_adj (exact McNemar on 0/1 scores, paired t otherwise); --json adds "
+    "the max-|t| stepdown rank sets (fixed_n_rank_low …, docs/ranks.md).",
     "LARGE FAMILIES: the table shows at most --limit rows (default 100; 0 shows all) — with "
     "--family all the adjacent pairs of the ranking first — and says how many it leaves out; "
     "--json always writes every pair.",
@@ -70,69 +78,84 @@ def _fmt_n(x: Any, *, short: bool = False) -> str:
     return f"{x:,}" if x < (1e5 if short else 1e7) else f"{x:.1e}"
 
 
+_DESIGNS = {"items": "exchangeable items", "strata": "fixed strata",
+            "clusters": "sampled clusters"}
+
+
 def _header_lines(rep: dict[str, Any]) -> list[str]:
+    from monitor.offline.report import order_text
+
     name = rep["benchmark"] or Path(rep["source"]).name
-    kind = "0/1 scores, exact McNemar" if rep["binary"] else "scores in [0, 1], paired t"
+    kind = "0/1 scores" if rep["binary"] else "scores in [0, 1]"
     m = rep["verdicts"]["pairs"]
     fam = "adjacent pairs of the ranking" if rep["family"] == "adjacent" else "all pairs"
-    corr = rep["correction"]
-    sized = (f"N* sized at α/m = {rep['alpha_per_pair']:.3g}" if corr in ("bonferroni", "holm")
-             else f"N* sized at α = {rep['alpha_per_pair']:.3g}")
     groups = rep["groups"]
-    if groups is None:
-        grp = "groups: none (items treated as independent)"
-    elif groups["kind"] == "cluster":
-        grp = (f"groups: {groups['column']!r} as CLUSTERS ({groups['n_groups']}, sampled; "
-               "cluster-robust design effect DE inflates N*)")
-    else:
-        grp = (f"groups: {groups['column']!r} as STRATA ({groups['n_groups']}, fixed; "
-               "stratified variance, DE ≤ 1)")
+    design = _DESIGNS[rep["design"]]
+    if groups is not None:
+        design += f" ({groups['column']!r}, {groups['n_groups']} groups)"
+    info = rep["anytime"]
+    thresholds = sorted({p["e_threshold"] for p in rep["pairs"]})
+    thr = ("1/γ" if not thresholds else f"1/γ = {thresholds[0]:.3g}"
+           + (f"–{thresholds[-1]:.3g}" if len(thresholds) > 1 else ""))
+    rule = (f"γ its fixed share of α = {info['alpha']:g} (planned for {info['planned_models']} "
+            "models)" if info["rule"] == "board"
+            else f"γ = α/{m:,} (e-Bonferroni over these pairs)")
     return [
         f"{name}: {rep['n_items']:,} items, {rep['n_models']} models, {kind}",
-        f"family: {fam} ({m:,} pairs) · correction: {corr} ({sized}) · α = {rep['alpha']:g}, "
-        f"power = {rep['power']:g}",
-        grp,
+        f"family: {fam} ({m:,} pairs) · design: {design}",
+        f"verdicts: anytime decisions, {order_text(info)}",
+        f"a pair is decided once its e-value E reaches {thr}, {rule}; the decision is final",
     ]
 
 
-def _verdict(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> Text:
-    """RESOLVED: q ≥ 1 and (with groups) the grouped q ≥ 1; fixed-N only: q ≥ 1 alone."""
+def _verdict(pair: dict[str, Any]) -> Text:
+    """The pair's verdict, as the live board says it."""
     from rich.text import Text
 
-    grouped = pair.get(f"resolved_{kind}") if kind else None
-    if pair["resolved"] and grouped is not False:
-        return Text("RESOLVED", style="bold green")
-    if pair["resolved"]:
-        return Text("fixed-N" if narrow else "fixed-N only", style="yellow")
-    return Text("no" if narrow else "unresolved", style="dim")
+    v = pair["verdict"]
+    if v == f"resolved:{pair['model_a']}":
+        return Text("resolved", style="bold green")
+    if v.startswith("resolved:"):
+        return Text("resolved: B", style="bold magenta")  # the model ranked below is better
+    if v == "unresolved":
+        return Text("open", style="dim")
+    return Text(v.split(":", 1)[0], style="yellow")
+
+
+def _decided(pair: dict[str, Any]) -> str:
+    d = pair.get("decided")
+    return "" if d is None else f"n={d['n']:,}"
 
 
 def _pair_cells(pair: dict[str, Any], kind: str | None, *, narrow: bool) -> list[Any]:
-    # Wide: δ, N*, q, DE, the grouped q, p_adj, verdict; narrow (< 110 columns): q, the grouped
-    # q and the verdict. n and ρ are in --json.
-    cells: list[Any] = [] if narrow else [_fmt(pair["delta"], "+.3f"), _fmt_n(pair["n_star"])]
-    cells.append(_fmt(pair["q"], ".2f"))
+    # The verdict first: the decision and the item it was taken at. Wide (≥ 110 columns) adds
+    # δ̂, E and its threshold, q_AV, and the fixed-N figures apart (q, the grouped q, p_adj).
+    cells: list[Any] = [_verdict(pair), _decided(pair)]
+    if narrow:
+        cells.append(_fmt(pair["q_anytime"], ".2f"))
+        return cells
+    fixed = pair["fixed_n"]
+    cells += [_fmt(pair["delta"], "+.4f"), _fmt(pair["e_value"], ".3g"),
+              _fmt(pair["q_anytime"], ".2f"), _fmt(fixed["q"], ".2f")]
     if kind is not None:
-        de = pair["design_effect"]
-        if not narrow:
-            cells.append(_fmt(de, ".1f" if de is not None and de >= 10 else ".2f"))
-        cells.append(_fmt(pair[f"q_{kind}"], ".2f"))
-    if not narrow:
-        cells.append(_fmt(pair["p_adjusted"], ".1e") + ("*" if pair["significant"] else " "))
-    cells.append(_verdict(pair, kind, narrow=narrow))
+        cells.append(_fmt(fixed[f"q_{kind}"], ".2f"))
     return cells
 
 
 def _pair_columns(table: Table, kind: str | None, *, narrow: bool) -> None:
-    for name in ("q",) if narrow else ("δ", "N*", "q"):
-        table.add_column(name, justify="right", no_wrap=True)
-    if kind is not None:
-        if not narrow:
-            table.add_column("DE", justify="right", no_wrap=True)
-        table.add_column("q_cl" if kind == "cluster" else "q_st", justify="right", no_wrap=True)
-    if not narrow:
-        table.add_column("p_adj", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
+    table.add_column("decided", justify="right", no_wrap=True)
+    if narrow:
+        table.add_column("q_AV", justify="right", no_wrap=True)
+        return
+    for name in ("δ", "E", "q_AV"):
+        table.add_column(name, justify="right", no_wrap=True)
+    # The fixed-N figures, marked as such in their heads: one look at a fixed N (N*, MDE and
+    # p-values are in --json and the HTML page).
+    table.add_column("q¹", justify="right", no_wrap=True)
+    if kind is not None:
+        table.add_column("q_cl¹" if kind == "cluster" else "q_st¹", justify="right",
+                         no_wrap=True)
 
 
 def _rank_cells(entry: dict[str, Any]) -> list[str]:
@@ -144,19 +167,6 @@ def _rank_cells(entry: dict[str, Any]) -> list[str]:
 def _rank_columns(table: Table) -> None:
     table.add_column("ranks", justify="center", no_wrap=True)
     table.add_column("tier", justify="right", no_wrap=True)
-
-
-def _rank_sets_line(rep: dict[str, Any]) -> str | None:
-    info = rep.get("rank_sets")
-    if info is None:
-        return None
-    if "unavailable" in info:
-        return f"rank sets: not computed ({info['unavailable']})"
-    how = "simultaneous" if info["method"] == "simultaneous" else "marginal (each on its own)"
-    top = "the leader is resolved above all" if info["top_resolved"] else "no sole leader"
-    return (f"rank sets: {how} {info['coverage']:.0%}, {info['procedure']}, "
-            f"{info['covariance']} covariance, {info['draws']:,} draws (seed {info['seed']}): "
-            f"{info['tiers']} tiers, {top}")
 
 
 def shown_pairs(report: ResolutionReport, limit: int | None) -> NDArray[np.int64]:
@@ -207,6 +217,8 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
         from rich.markup import escape
         from rich.table import Table
 
+        from monitor.offline.report import headline
+
         if not console.is_terminal:
             # Piped output (files, docs, CI logs) has no width to honour: use a readable one.
             console = Console(width=max(console.width, 120), highlight=False)
@@ -217,11 +229,12 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
                           highlight=False)
         groups = rep["groups"]
         kind = groups["kind"] if groups else None
-        # Below ~110 columns the model names would be squeezed out: drop δ, N*, DE and p_adj.
+        # Below ~110 columns the model names would be squeezed out: the verdict, the item it
+        # was decided at and q_AV only; the figures are in --json and the HTML page.
         narrow = console.width < 110
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         if rep["family"] == "adjacent":
-            # One row per model; the pair figures compare it with the next model down.
+            # One row per model; the pair columns compare it with the next model down.
             table.add_column("#", justify="right", no_wrap=True)
             table.add_column("model", overflow="fold", ratio=1, min_width=12)
             table.add_column("mean", justify="right", no_wrap=True)
@@ -234,7 +247,7 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
                         *_rank_cells(entry)]
                 tail = _pair_cells(pairs[k], kind, narrow=narrow) if k < len(pairs) else []
                 table.add_row(*head, *tail)
-            table.caption = "pair figures compare each model with the next one down"
+            table.caption = "verdict: this model against the next one down"
             note = _models_note(rep, limit)
         else:
             table.add_column("A", overflow="fold", ratio=1)
@@ -245,14 +258,15 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
                               f"{pair['rank_b']}. {pair['model_b']}",
                               *_pair_cells(pair, kind, narrow=narrow))
             note = _pairs_note(rep)
-        if kind is not None:
-            table.caption = ((table.caption + "; ") if table.caption else "") + (
-                f"RESOLVED: q ≥ 1 and q_{'cl' if kind == 'cluster' else 'st'} ≥ 1; "
-                "fixed-N only: q ≥ 1 alone")
+        table.caption = ((table.caption + "; ") if table.caption else "") + (
+            "decided n=…: the paired item the decision was taken at, final")
+        if not narrow:
+            table.caption += ("; ¹ fixed-N planning figures, valid for one look at a fixed N, "
+                              "not the verdict")
         console.print(table)
         if note is not None:
             console.print(note, highlight=False)
-        if rep["family"] != "adjacent" and rep.get("rank_sets") is not None:
+        if rep["family"] != "adjacent":
             ranks = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
             for name in ("#", "model", "mean"):
                 ranks.add_column(name, justify="left" if name == "model" else "right",
@@ -265,20 +279,22 @@ def _human(rep: dict[str, Any], *, limit: int | None = None) -> Any:
             note = _models_note(rep, limit)
             if note is not None:
                 console.print(note, highlight=False)
-        v = rep["verdicts"]
-        parts = [f"{v['resolved']} resolved (q ≥ 1)"]
-        if kind is not None:
-            short = "q_cl" if kind == "cluster" else "q_st"
-            label = "clusters" if kind == "cluster" else "strata"
-            parts.append(f"{v[f'resolved_{kind}']} resolved with {label} ({short} ≥ 1)")
-        adj = "unadjusted" if rep["correction"] == "none" else rep["correction"]
-        parts.append(f"{v['significant']} significant (*: {adj} p < {rep['alpha']:g})")
-        console.print(f"verdicts ({v['pairs']:,} pairs): " + " · ".join(parts), highlight=False)
-        note = _rank_sets_line(rep)
-        if note is not None:
-            console.print(note, highlight=False)
+        console.print(headline(rep), highlight=False, style="bold")
 
     return render
+
+
+def _margin(text: str) -> float | None:
+    """``--margin``: a number in (0, 0.5), or ``none`` (no equivalence decisions)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--margin must be a number in (0, 0.5) or none, got {text!r}") from None
+    if not 0.0 < value < 0.5:
+        raise ConfigError(f"--margin must be a number in (0, 0.5) or none, got {text!r}")
+    return value
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -333,28 +349,37 @@ def register(app: typer.Typer) -> None:
             help="rows of the table: models (adjacent family) or pairs (all, the adjacent ones "
             "first); 0 shows all; --json always has every pair")] = DEFAULT_LIMIT,
         anytime: Annotated[bool, typer.Option(
-            "--anytime", help="replay items through the e-processes: anytime-valid verdicts")]
-            = False,
+            "--anytime", hidden=True, help="accepted for older scripts and ignored: the "
+            "decisions are the verdicts and are always taken")] = False,
         order: Annotated[str, typer.Option(
-            help="--anytime replay order: file (first appearance) or shuffle")] = "file",
-        seed: Annotated[int | None, typer.Option(help="--anytime shuffle seed")] = None,
+            help="how the decisions meet the items: shuffle (a seeded permutation, each "
+            "item's results together) or file (the table's own order, when its rows are the "
+            "real arrival order)")] = "shuffle",
+        seed: Annotated[int, typer.Option(
+            help="seed of the shuffled order; the same table and seed give the same "
+            "decisions, as `llm-monitor demo --seed` and `run --shuffle --seed` take them")]
+            = REPLAY_SEED,
         rank_sets: Annotated[str, typer.Option(
-            "--rank-sets", help="rank confidence sets: simultaneous (all models jointly at "
-            "1 − α) or marginal (each model's set on its own)")] = "simultaneous",
+            "--rank-sets", help="fixed-N rank sets (--json: fixed_n_rank_low …): "
+            "simultaneous (all models jointly at 1 − α) or marginal (each on its own)")]
+            = "simultaneous",
         rank_seed: Annotated[int, typer.Option(
-            "--rank-seed", help="seed of the rank sets' parametric draws (fixed by default: "
-            "the same table gives the same sets)")] = RANK_SEED,
+            "--rank-seed", help="seed of the fixed-N rank sets' parametric draws (fixed by "
+            "default: the same table gives the same sets)")] = RANK_SEED,
         planned_models: Annotated[int, typer.Option(
-            "--planned-models", help="--anytime: the board size each pair's fixed share of α "
-            "is planned for (as the live monitor's --planned-models)")] = PLANNED_MODELS,
+            "--planned-models", help="the board size each pair's fixed share of α is planned "
+            "for (as the live monitor's --planned-models)")] = PLANNED_MODELS,
+        margin: Annotated[str, typer.Option(
+            help="Δ, the equivalence margin (0.01 = one point): a pair whose confidence "
+            "sequence lies inside (−Δ, Δ) is declared equivalent; none: never (as the live "
+            "monitor's --margin)")] = f"{MARGIN:g}",
         anytime_rule: Annotated[str, typer.Option(
-            "--anytime-rule", help="--anytime: board (each pair a fixed share of α, the live "
-            "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]
-            = "board",
+            "--anytime-rule", help="board (each pair a fixed share of α, the live monitor's "
+            "rule) or family (e-Bonferroni over these pairs, for comparison)")] = "board",
         html: Annotated[Path | None, typer.Option(
             "--html", help="also write the report as one self-contained HTML page (ranking, "
-            "verdicts, plots of q, MDE, e-value paths and the shortcut; implies the --anytime "
-            "replay for the page)", dir_okay=False)] = None,
+            "verdicts, e-value paths; the fixed-N figures and plots apart)",
+            dir_okay=False)] = None,
     ) -> None:
         from monitor.commands._jsonstream import write_report
         from monitor.io.sources import read_scores
@@ -378,6 +403,13 @@ def register(app: typer.Typer) -> None:
                 f"--correction must be one of {', '.join(METHODS)}, got {correction!r}")
         if limit < 0:
             raise ConfigError(f"--limit must be 0 (all) or more, got {limit}")
+        if order not in ("shuffle", "file"):
+            raise ConfigError(f"--order must be shuffle or file, got {order!r}")
+        if anytime_rule not in ("board", "family"):
+            raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
+        if planned_models < 2:
+            raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
+        delta = _margin(margin)
         table = read_scores(file, benchmark=benchmark, metric=metric, filter=filter,
                             scorer=scorer, id_col=id_col, cluster_col=cluster_col, strata_col=strata_col,
                             exclude=_split(exclude), na_as_wrong=not na_as_absent)
@@ -386,83 +418,21 @@ def register(app: typer.Typer) -> None:
         report = build_report(table, family=family, correction=correction, alpha=alpha,
                               power=power, selection={"complete_only": complete_only, "top": top},
                               rank_method=rank_sets, rank_seed=rank_seed)
-        if anytime or html is not None:
-            from monitor.offline.replay import with_anytime
+        from monitor.offline.replay import with_anytime
 
-            if anytime_rule not in ("board", "family"):
-                raise ConfigError(f"--anytime-rule must be board or family, got {anytime_rule!r}")
-            if planned_models < 2:
-                raise ConfigError(f"--planned-models must be at least 2, got {planned_models}")
-            replayed = with_anytime(report, table, order=order, seed=seed,
-                                    planned_models=planned_models, rule=anytime_rule)
-            if html is not None:
-                from monitor.offline.html import write_html
+        # The decisions are the verdicts: always taken (--anytime, once needed, is ignored).
+        report = with_anytime(report, table, order=order, seed=seed,
+                              planned_models=planned_models, rule=anytime_rule, margin=delta)
+        if html is not None:
+            from monitor.offline.html import write_html
 
-                size = write_html(html, replayed, table,
-                                  command="llm-monitor report " + " ".join(sys.argv[2:]))
-                print(f"HTML report: {html} ({size / 1e6:.1f} MB, no network needed to view)",
-                      file=sys.stderr)
-        if anytime:
-            report = replayed
-            if as_json:
-                write_report(sys.stdout, report)
-                return
-            rep = report.as_dict(pairs=shown_pairs(report, limit))
-            fixed = _human(rep, limit=limit)
-
-            def human(console: Console) -> None:
-                from rich.console import Console
-
-                fixed(console)
-                if not console.is_terminal:
-                    console = Console(width=max(console.width, 120), highlight=False)
-                _render_anytime(console, rep)
-
-            emit(rep, as_json=False, human=human)
-            return
+            size = write_html(html, report, table,
+                              command="llm-monitor report " + " ".join(sys.argv[2:]))
+            print(f"HTML report: {html} ({size / 1e6:.1f} MB, no network needed to view)",
+                  file=sys.stderr)
         if as_json:
             # Streamed: the 499,500 pairs of 1,000 models are ≈ 400 MB of JSON text.
             write_report(sys.stdout, report)
             return
         rep = report.as_dict(pairs=shown_pairs(report, limit))
         emit(rep, as_json=False, human=_human(rep, limit=limit))
-
-
-def _render_anytime(console: Console, rep: dict[str, Any]) -> None:
-    """The anytime columns as a second table under the fixed-N report."""
-    from rich.table import Table
-
-    info = rep["anytime"]
-    rule = (f"each pair at its fixed share of α = {info['alpha']:g} (planned for "
-            f"{info['planned_models']} models)" if info["rule"] == "board"
-            else f"e-Bonferroni over these {rep['verdicts']['pairs']:,} pairs")
-    table = Table(
-        title=(f"anytime-valid verdicts · order: {info['order']} · {rule} · decided at the "
-               f"first crossing · {info['resolved_anytime']}/{rep['verdicts']['pairs']:,} "
-               "resolved")
-    )
-    table.add_column("pair", overflow="fold", ratio=1, min_width=20)
-    for col in ("n", "E", "1/γ", "CS for δ", "N*_AV", "q_AV", "decided at"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for p in rep["pairs"]:
-        table.add_row(
-            f"{p['model_a']} > {p['model_b']}",
-            str(p["n"]),
-            f"{p['e_value']:.3g}",
-            f"{p['e_threshold']:.3g}",
-            f"[{p['cs_low']:+.3f}, {p['cs_high']:+.3f}]",
-            str(p["n_star_anytime"]),
-            f"{p['q_anytime']:.2f}",
-            "—" if p["first_resolved_at"] is None else str(p["first_resolved_at"]),
-        )
-    console.print(table)
-    groups: dict[int, list[str]] = {}
-    for entry in rep["ranking"]:
-        if "anytime_tier" in entry:
-            groups.setdefault(entry["anytime_tier"], []).append(
-                f"{entry['model']} [{entry['anytime_rank_low']}, {entry['anytime_rank_high']}]")
-    if groups:
-        console.print(f"anytime tiers (from the decisions of all {len(rep['ranking'])} models' "
-                      "pairs; ranks in brackets):", highlight=False)
-        for tier, names in groups.items():
-            console.print(f"  {tier}: " + " · ".join(names), highlight=False)

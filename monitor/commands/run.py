@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._settings import SettingsCommand
+from monitor.defaults import REPLAY_SEED
 from monitor.errors import InputError
 
 if TYPE_CHECKING:
@@ -157,6 +158,39 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
     return task
 
 
+def report_command(settings: Settings, table: Path, benchmark: str | None, *,
+                   exclude: list[str], cluster_col: str | None, seed: int | None) -> str:
+    """The ``llm-monitor report`` command that takes the decisions a replay of ``table`` takes
+    live: the benchmark's declared design (its labels as ``--strata-col`` or
+    ``--cluster-col``), the board size planned for and the margin where they are not the
+    report's defaults, and the replay's order (``--seed`` of a shuffled replay, the same
+    permutation; ``--order file`` otherwise)."""
+    import contextlib
+    import os
+    import shlex
+
+    from monitor.core.config import MARGIN
+    from monitor.defaults import PLANNED_MODELS
+
+    spec = settings.benchmarks.get(benchmark or "")
+    design = spec.design if spec is not None else settings.design
+    margin = spec.margin if spec is not None else settings.margin
+    opts = [a for x in exclude for a in ("--exclude", x)]
+    if cluster_col and design != "items":
+        opts += ["--strata-col" if design == "strata" else "--cluster-col", cluster_col]
+    if settings.planned_models != PLANNED_MODELS:
+        opts += ["--planned-models", str(settings.planned_models)]
+    if margin != MARGIN:
+        opts += ["--margin", "none" if margin is None else f"{margin:g}"]
+    opts += ["--order", "file"] if seed is None else ["--seed", str(seed)]
+    # The table as the shorter of its given and its cwd-relative path: the command must fit
+    # the view's last lines.
+    name = str(table)
+    with contextlib.suppress(ValueError):  # another drive (Windows)
+        name = min(name, os.path.relpath(name), key=len)
+    return shlex.join(["llm-monitor", "report", name, *opts, "--html", "report.html"])
+
+
 def _start(
     settings: Settings,
     *,
@@ -187,24 +221,7 @@ def _start(
     tty = console.is_terminal
     tasks = []
     state = None
-    report = None
-    if replay:
-        import contextlib
-        import os
-        import shlex
-
-        opts = [a for x in exclude for a in ("--exclude", x)] + (
-            ["--cluster-col", cluster_col] if cluster_col else [])
-        # A shuffled replay suggests a shuffled report: files are often sorted by subject, and
-        # the anytime verdicts need an order independent of the outcomes.
-        opts += ["--order", "shuffle"] if shuffle else []
-        # The table as the shorter of its given and its cwd-relative path: the command must
-        # fit the view's last lines.
-        table = str(replay[0])
-        with contextlib.suppress(ValueError):  # another drive (Windows)
-            table = min(table, os.path.relpath(table), key=len)
-        report = shlex.join(["llm-monitor", "report", table, *opts, "--html", "report.html"])
-    where = Where(urls, report, benchmark)
+    where = Where(urls, None, benchmark)
     if replay:
         blocks = load_blocks(replay, benchmark=benchmark, model=model, metric=metric,
                              exclude=exclude, cluster_col=cluster_col, filter=filter)
@@ -212,6 +229,9 @@ def _start(
             seed = int(np.random.SeedSequence().entropy % 2**32)  # type: ignore[operator]
         stream = ReplayStream(blocks, seed=seed if shuffle else None)
         state = ReplayState(len(stream))
+        where.report = report_command(settings, replay[0], blocks[0].benchmark if blocks else
+                                      benchmark, exclude=exclude, cluster_col=cluster_col,
+                                      seed=seed if shuffle else None)
         tasks.append(_replay_task(stream, state, rate=rate, tty=tty, where=where))
         order = f"shuffled with seed {seed}" if shuffle else "in file order"
         print(f"llm-monitor: replaying {len(stream)} results from {len(blocks)} file(s), "
@@ -345,7 +365,9 @@ def register(app: typer.Typer) -> None:
     def demo_cmd(
         data: Annotated[Path, typer.Option(help="directory holding mmlu_pro_item_correctness_wide.csv")],
         rate: Annotated[float, typer.Option(help="replay pace in results/s")] = 4000.0,
-        seed: Annotated[int, typer.Option(help="seed of the shuffled order")] = 0,
+        seed: Annotated[int, typer.Option(
+            help="seed of the shuffled order (report --seed takes the same decisions)")]
+            = REPLAY_SEED,
         host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
         port: Annotated[int | None, typer.Option(help="TCP port (0: any free port)")] = None,
         no_view: Annotated[bool, typer.Option("--no-view", help="no live terminal view")] = False,
@@ -358,10 +380,13 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))
         tmp = Path(tempfile.mkdtemp(prefix="llm-monitor-demo-"))
         try:
-            # A board of known size is planned for it: the table's 32 models.
+            # A board of known size is planned for it: the table's 32 models. MMLU-Pro's 14
+            # subjects are fixed strata (every subject of the benchmark is on the board): the
+            # design its verdicts are taken under, as `report --strata-col`.
             settings = Settings.build(db=tmp / "demo.db", host=host, port=port,
                                       sqlite_synchronous="NORMAL", planned_models=32,
-                                      view=False if no_view else None)
+                                      view=False if no_view else None,
+                                      benchmarks={DEMO_BENCHMARK: {"design": "strata"}})
             _start(settings, replay=[table], seed=seed, shuffle=True, rate=rate,
                    view=settings.view, benchmark=DEMO_BENCHMARK, model=None, metric=None,
                    exclude=["src"], cluster_col="category",

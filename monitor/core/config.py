@@ -6,15 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.defaults import PLANNED_MODELS
+from monitor.defaults import MARGIN, PLANNED_MODELS
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import DESIGNS, Design
 from monitor.stats.multiplicity import METHODS
 
 Family = Literal["adjacent", "all"]
-
-#: The default equivalence margin Δ: one point of accuracy (docs/anytime.md, "Equivalence").
-MARGIN = 0.01
 
 
 @dataclass(frozen=True)

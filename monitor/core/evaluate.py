@@ -20,6 +20,7 @@ from monitor.core.config import CoreConfig
 from monitor.core.paths import pair_level
 from monitor.core.table import PairTable
 from monitor.stats.multiplicity import family_alpha
+from monitor.stats.ranks import consistent_order
 
 
 def family_size(k: int, family: str) -> int:
@@ -27,35 +28,6 @@ def family_size(k: int, family: str) -> int:
     if family == "all":
         return max(k * (k - 1) // 2, 1)
     return max(k - 1, 1)
-
-
-def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
-    """The ranking: by mean score, except that a model resolved above another always comes
-    first (a topological order of the decisions, ties broken by mean).
-
-    Means are over each model's own items and decisions over paired items, so with missing
-    items the two can disagree; the displayed rank then stays inside the model's rank set.
-    A cycle of decisions (only possible through a false one) falls back to the mean order.
-    """
-    import heapq
-
-    sub = above[np.ix_(by_mean, by_mean)]
-    if not np.tril(sub).any():
-        # No decision goes against the mean order (every edge runs down the list): the
-        # topological order below would return the mean order itself, without a step per edge.
-        return tuple(by_mean)
-    indegree = sub.sum(axis=0).astype(np.int64)
-    ready = [r for r in range(len(by_mean)) if indegree[r] == 0]
-    heapq.heapify(ready)
-    out: list[int] = []
-    while ready:
-        r = heapq.heappop(ready)
-        out.append(by_mean[r])
-        for c in np.flatnonzero(sub[r]).tolist():
-            indegree[c] -= 1
-            if indegree[c] == 0:
-                heapq.heappush(ready, c)
-    return tuple(out) if len(out) == len(by_mean) else tuple(by_mean)
 
 
 def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:

@@ -52,12 +52,12 @@ from numpy.typing import NDArray
 from monitor.contracts import DeadLetter, RankingChange, ResolutionChange, dead_letter
 from monitor.core.board import BenchmarkState, Footprint, Growth
 from monitor.core.changes import resolution_change
-from monitor.core.config import CoreConfig
+from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.plan import NEXT_ITEMS, Plan, build_plan
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
-from monitor.core.table import ASSUMPTIONS, PairTable, PairView, verdict_text
+from monitor.core.table import ASSUMPTIONS, GUARANTEE, PairTable, PairView, verdict_text
 from monitor.decoder import Result, Results
 from monitor.stats.cluster_sequential import ClusterPaths
 from monitor.stats.samples import cell_means
@@ -606,6 +606,10 @@ class Monitor:
         """Benchmark names in order of first appearance."""
         return list(self._benches)
 
+    def spec(self, benchmark: str) -> BenchmarkSpec:
+        """What ``benchmark`` declared once: its K and its design."""
+        return self._state(benchmark).spec
+
     def table(self, benchmark: str) -> PairTable | None:
         """The pair statistics of ``benchmark`` after the last batch (None before any)."""
         return self._current(self._state(benchmark))
@@ -631,10 +635,7 @@ class Monitor:
                         **({"cluster_items": st.spec.cluster_items}
                            if st.spec.design == "clusters" else {}),
                         "assumption": ASSUMPTIONS[st.spec.design],
-                        "statement": "with probability ≥ 1 − α no pair is ever declared "
-                                     "resolved while its models are equal or in the wrong "
-                                     "direction, however models arrive and whenever read; "
-                                     "a decision, once taken, is final"},
+                        "statement": GUARANTEE},
             # q, q_cluster and MDE: a snapshot at the current n, corrected for this family;
             # not valid under continuous monitoring (the anytime verdicts are).
             "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,

@@ -34,6 +34,12 @@ ASSUMPTIONS = {
 }
 
 
+#: The board's one guarantee, stated wherever its verdicts are (the ranking route, the report).
+GUARANTEE = ("with probability ≥ 1 − α no pair is ever declared resolved while its models are "
+             "equal or in the wrong direction, however models arrive and whenever read; a "
+             "decision, once taken, is final")
+
+
 def undecidable_reason(f: PairRecord) -> str | None:
     """Why the design allows this pair no decision (None when it does)."""
     if f.decidable:

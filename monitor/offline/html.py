@@ -1,7 +1,10 @@
-"""The resolution report as one self-contained HTML page (``llm-monitor report --html``).
+"""The resolution report as one self-contained HTML page (``llm-monitor report --html``, and
+the live monitor's ``/v1/benchmarks/{b}/report.html``).
 
-Every figure is read from a :class:`~monitor.offline.report.ResolutionReport` with its anytime
-replay (:func:`monitor.offline.replay.with_anytime`); this module only lays them out. Plots are
+Every figure is read from a :class:`~monitor.offline.report.ResolutionReport` with its decisions
+(:func:`monitor.offline.replay.with_anytime`, or the live monitor's own); this module only lays
+them out: first the verdicts (one per pair, the ranking, rank sets and tiers from them, the
+e-value paths), then, apart and labelled so, the fixed-N planning and audit figures. Plots are
 drawn with matplotlib into inline SVG (text kept as text, no fonts, scripts or links to fetch),
 in black and grey with distinct markers and labels, so the page reads without colour and
 without a network.
@@ -20,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.core.table import ASSUMPTIONS
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import replay_arrival
 from monitor.offline.report import ResolutionReport
@@ -39,10 +41,11 @@ SECTIONS = (
     ("summary", "Summary"),
     ("ranking", "Ranking"),
     ("gaps", "Adjacent gaps"),
-    ("q", "Resolution ratio q per pair"),
-    ("mde", "Minimum detectable effect against N"),
     ("evalues", "E-value paths against their thresholds"),
-    ("shortcut", "The shortcut against N*"),
+    ("fixed-n", "Fixed-N planning and audit figures"),
+    ("q", "Fixed-N: resolution ratio q per pair"),
+    ("mde", "Fixed-N: minimum detectable effect against N"),
+    ("shortcut", "Fixed-N: the shortcut against N*"),
     ("notes", "Definitions"),
 )
 
@@ -57,6 +60,7 @@ th{background:#f0f0f0}td.name,th.name{text-align:left;max-width:260px}td{white-s
 td.name{white-space:normal}.ok{font-weight:600}.no{color:#555}
 .small{font-size:12px;color:#444}figure{margin:8px 0}svg{max-width:100%;height:auto}
 .tier-odd td{background:#f7f7f7}code{background:#f3f3f3;padding:0 3px}
+.fixed{border-left:3px solid #999;padding-left:10px}.headline{font-size:15px}
 """
 
 
@@ -139,12 +143,15 @@ def e_value_path(report: ResolutionReport, table: ScoreTable, k: int,
 
     One segment: exact for pairs of 0/1 scores and for pairs of bounded scores throughout
     (a McNemar pair that later meets another score switches construction, which the
-    replay's final ``log_e`` records and a single path does not)."""
+    replay's final ``log_e`` records and a single path does not). The live monitor's own
+    decisions (``order == "live"``) are drawn along the items in order of first arrival, the
+    monitor's order when each item's results arrive together."""
     if report.anytime is None:
-        raise ValueError("the report has no anytime replay: build it with with_anytime()")
+        raise ValueError("the report has no decisions: build it with with_anytime()")
     res = report.figures
     a, b = int(res.a[k]), int(res.b[k])
-    rows = pair_item_order(table, a, b, order=report.anytime.order, seed=report.anytime.seed)
+    order = "file" if report.anytime.order == "live" else report.anytime.order
+    rows = pair_item_order(table, a, b, order=order, seed=report.anytime.seed)
     d = table.scores[rows, a] - table.scores[rows, b]
     n = np.arange(1, d.size + 1, dtype=np.float64)
     s, v = np.cumsum(d), np.cumsum(d * d)
@@ -154,6 +161,12 @@ def e_value_path(report: ResolutionReport, table: ScoreTable, k: int,
     zero = np.zeros(n.size)
     return log_e_paths(kind, n, s, v, start_n=zero, start_s=zero, start_v=zero,
                        start_log_plus=zero, start_log_minus=zero)
+
+
+def _figure_of(p: _Pair, key: str) -> Any:
+    """A figure of the pair's object: the anytime ones at its top, the fixed-N ones in its
+    ``fixed_n`` object."""
+    return p.data[key] if key in p.data else p.data["fixed_n"].get(key)
 
 
 # -- plots ---------------------------------------------------------------------------------
@@ -218,7 +231,8 @@ def _ranking_plot(report: ResolutionReport, ci: dict[str, tuple[float, float]]) 
     ax.set_yticks(y, [f"{e.rank}. {_short(e.model, 40)}" for e in entries], fontsize=8,
                   parse_math=False)
     ax.invert_yaxis()
-    ax.set_xlabel("mean score (horizontal bars: interval of the mean; grey bands: every other tier)")
+    ax.set_xlabel("mean score (bars: the mean's fixed-N interval; grey bands: every other tier "
+                  "of the decisions)")
     ax.grid(axis="x", color="0.85")
     return _svg(fig, "ranking: mean and interval of every model, by tier")
 
@@ -229,9 +243,10 @@ def _q_plot(pairs: Sequence[_Pair], names: Callable[[_Pair], str]) -> str:
     y = np.arange(len(pairs))
     lo, hi = 1e-3, 1e3
     for key, marker, label, offset in (("q", "o", "fixed-N q", -0.22),
-                                       ("q_cluster", "s", "cluster q_cluster", 0.0),
+                                       ("q_cluster", "s", "fixed-N q_cluster", 0.0),
+                                       ("q_strata", "s", "fixed-N q_strata", 0.0),
                                        ("q_anytime", "^", "anytime q_AV", 0.22)):
-        vals = np.array([np.nan if p.data.get(key) is None else float(p.data[key])
+        vals = np.array([np.nan if _figure_of(p, key) is None else float(_figure_of(p, key))
                          for p in pairs], dtype=float)
         if np.all(np.isnan(vals)):
             continue
@@ -239,15 +254,16 @@ def _q_plot(pairs: Sequence[_Pair], names: Callable[[_Pair], str]) -> str:
                 markerfacecolor="white" if marker == "s" else "black", markersize=5,
                 label=label)
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
-    ax.text(1.0, -0.9, " q = 1: resolved", fontsize=8, va="bottom")
+    ax.text(1.0, -0.9, " q = 1: the items suffice", fontsize=8, va="bottom")
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
     ax.set_yticks(y, [names(p) for p in pairs], fontsize=7, parse_math=False)
     ax.set_ylim(len(pairs) - 0.5, -1.2)
-    ax.set_xlabel("q = N / N* (log scale; right of the dashed line: resolved in that sense)")
+    ax.set_xlabel("q = N / N* (log scale; right of the dashed line: enough items for a "
+                  "fixed-N look, or, q_AV, for a decision by now with the planned power)")
     ax.legend(loc="lower right", fontsize=8, framealpha=1)
     ax.grid(axis="x", color="0.85")
-    return _svg(fig, "q of every adjacent pair against q = 1, three notions")
+    return _svg(fig, "q of every adjacent pair against q = 1: the fixed-N sizes and q_AV")
 
 
 def _mde_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
@@ -268,7 +284,7 @@ def _mde_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
                         label="their range of σ_D²")
     n = np.array([float(p.data["n"]) for p in pairs])
     gap = np.abs(np.array([float(p.data["delta"]) for p in pairs]))
-    ok = np.array([bool(p.data["resolved"]) for p in pairs])
+    ok = np.array([float(p.data["fixed_n"]["q"]) >= 1.0 for p in pairs], dtype=bool)
     ax.plot(n[ok], gap[ok], "o", color="black", markersize=4, label="|δ̂| of a pair, q ≥ 1")
     ax.plot(n[~ok], gap[~ok], "o", color="black", markerfacecolor="white", markersize=4,
             label="|δ̂| of a pair, q < 1")
@@ -299,7 +315,10 @@ def _evalue_figure(report: ResolutionReport, table: ScoreTable, pairs: Sequence[
     for lane, p in enumerate(pairs):
         size = int(p.data["n"])
         thr = math.log(float(p.data["e_threshold"]))
-        at = p.data["first_resolved_at"]
+        # ▼ where the verdict was decided; under sampled clusters the verdict is taken on the
+        # clusters' observations, not on this item-level path, and no ▼ is drawn on it.
+        decided = p.data.get("decided")
+        at = None if decided is None or p.data["design"] == "clusters" else decided["n"]
         idx = np.unique(np.concatenate([
             np.linspace(0, size - 1, min(_PATH_POINTS, size)).astype(np.int64),
             [] if at is None else [int(at) - 1]]).astype(np.int64))
@@ -343,7 +362,7 @@ def _shortcut_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
     nh = np.asarray(shortcut_size(np.clip(pa, 0, 1), np.clip(pb, 0, 1), np.clip(rho, -1, 1),
                                   alpha=report.alpha_per_pair, power=report.power).n_exact,
                     dtype=float).reshape(-1)
-    nstar = np.array([float(p.data["n_star_exact"]) for p in pairs])
+    nstar = np.array([float(p.data["fixed_n"]["n_star_exact"]) for p in pairs])
     keep = np.isfinite(nh) & np.isfinite(nstar) & (nh > 0) & (nstar > 0)
     fig = _figure(6.5, 5.0)
     ax = fig.add_subplot()
@@ -367,29 +386,35 @@ def _shortcut_plot(report: ResolutionReport, pairs: Sequence[_Pair]) -> str:
 
 # -- page ----------------------------------------------------------------------------------
 
-def _verdict(value: Any, yes: str = "resolved") -> str:
-    if value is None:
-        return '<td class="no">–</td>'
-    return f'<td class="ok">{yes}</td>' if value else '<td class="no">unresolved</td>'
+_DESIGN_NAMES = {"items": "exchangeable items", "strata": "fixed strata",
+                 "clusters": "sampled clusters"}
 
 
-def _anytime_verdict(p: dict[str, Any]) -> str:
-    if not p.get("resolved_anytime"):
-        return '<td class="no">unresolved</td>'
-    at = p["first_resolved_at"]
-    if p["anytime_direction"] > 0:
-        return f'<td class="ok" title="{_esc(p["model_a"])} better">resolved, n={at}</td>'
-    return (f'<td class="ok" title="{_esc(p["model_b"])} better, against the order of the '
-            f'means">resolved for B ↑, n={at}</td>')
+def _verdict_cell(p: dict[str, Any]) -> str:
+    """The pair's verdict, the item it was decided at, and that it is final."""
+    v, d = p["verdict"], p.get("decided")
+    at = "" if d is None else f", decided at n={d['n']:,}, final"
+    if v == f"resolved:{p['model_a']}":
+        return f'<td class="ok verdict" title="{_esc(p["model_a"])} better">resolved{at}</td>'
+    if v.startswith("resolved:"):
+        return (f'<td class="ok verdict" title="{_esc(p["model_b"])} better, against the '
+                f'order of the means">resolved for B ↑{at}</td>')
+    if v == "undecidable":
+        return f'<td class="no verdict" title="{_esc(p.get("undecidable", ""))}">undecidable</td>'
+    if v == "unresolved":
+        return '<td class="no verdict">unresolved</td>'
+    return f'<td class="ok verdict">{_esc(v.split(":", 1)[0])}{at}</td>'
 
 
 def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | None = None,
                 command: str | None = None, note: str | None = None) -> str:
-    """The page of ``report`` (with its anytime replay) on ``table``: every section of
+    """The page of ``report`` (with its decisions) on ``table``: every section of
     :data:`SECTIONS`, every model and every pair of the family, no external reference.
     ``note``: a line of the summary (as text) on where the table came from."""
+    from monitor.offline.report import headline, order_text
+
     if report.anytime is None:
-        raise ValueError("the HTML report shows anytime verdicts: build the report with "
+        raise ValueError("the HTML report shows the verdicts: build the report with "
                          "monitor.offline.replay.with_anytime()")
     rep = report.as_dict()
     name = rep["benchmark"] or rep["source"].rsplit("/", 1)[-1]
@@ -399,10 +424,8 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     ci = model_intervals(report, table)
     groups = rep["groups"]
     kind = groups["kind"] if groups else None
-    v = rep["verdicts"]
     any_info = rep["anytime"]
-    resolved_adj = {key: sum(1 for p in adjacent if p.data.get(key)) for key in
-                    ("resolved", "resolved_cluster", "resolved_strata", "resolved_anytime")}
+    fixed = rep["fixed_n"]
 
     out: list[str] = []
     w = out.append
@@ -412,47 +435,36 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     w(f"<h1>{_esc(title or f'Which gaps on {name} are real?')}</h1>")
     w("<nav>" + "".join(f'<a href="#{sid}">{_esc(h)}</a>' for sid, h in SECTIONS) + "</nav>")
 
-    # summary
+    # summary: the one headline, and what it rests on
     w('<section id="summary"><h2>Summary</h2><ul>')
+    w(f'<li class="headline"><b data-headline="{_esc(headline(rep))}">{_esc(headline(rep))}'
+      "</b></li>")
     w(f"<li>{_esc(name)}: {rep['n_items']:,} items, {rep['n_models']} models, "
-      f"{'0/1 scores (exact McNemar, McNemar e-process)' if rep['binary'] else 'scores in [0, 1] (paired t, bounded e-process)'}.</li>")
-    if groups is None:
-        w("<li>groups: none — items treated as independent; no cluster verdict.</li>")
-    else:
-        w(f"<li>groups: {_esc(groups['column'])} as {'sampled clusters' if kind == 'cluster' else 'fixed strata'} "
-          f"({groups['n_groups']}).</li>")
+      f"{'0/1 scores (McNemar e-process)' if rep['binary'] else 'scores in [0, 1] (bounded e-process)'}.</li>")
+    design = _DESIGN_NAMES[rep["design"]]
+    if groups is not None:
+        design += f" ({_esc(groups['column'])}, {groups['n_groups']} groups)"
+    w(f"<li>verdicts: anytime decisions under the design <b>{design}</b>, which assumes "
+      f"{_esc(any_info['assumption'])}; {_esc(any_info['procedure'])}, each pair at its fixed "
+      f"share γ of α = {any_info['alpha']:g}"
+      + (f" (planned for {any_info['planned_models']} models)" if any_info["planned_models"] else "")
+      + f"; <b data-order=\"{_esc(any_info['order'])}\" data-seed=\"{_esc(any_info['seed'])}\">"
+      f"{_esc(order_text(any_info))}</b>. A pair is decided at the first item where its e-value "
+      "reaches 1/γ, and the decision is final.</li>")
     for warning in rep.get("warnings", ()):
         w(f"<li><b>warning:</b> {_esc(warning['message'])}.</li>")
-    w(f"<li>family: {'adjacent pairs of the ranking' if rep['family'] == 'adjacent' else 'all pairs'} "
-      f"({v['pairs']:,} pairs), correction {_esc(rep['correction'])}: N* sized at α' = "
-      f"{rep['alpha_per_pair']:.3g} (α = {rep['alpha']:g}, power {rep['power']:g}).</li>")
-    w(f"<li>anytime: {_esc(any_info['procedure'])}, each pair at its fixed share γ of "
-      f"α = {any_info['alpha']:g}"
-      + (f" (planned for {any_info['planned_models']} models)" if any_info["planned_models"] else "")
-      + f", replay order {_esc(any_info['order'])}"
-      + (f" (seed {any_info['seed']})" if any_info["seed"] is not None else "")
-      + ", decided at the first crossing and kept.</li>")
     runs = grouped_runs(table) if any_info["order"] == "file" else None
     if runs is not None:
-        against = sum(1 for p in adjacent if p.data.get("resolved_anytime")
-                      and p.data["anytime_direction"] < 0)
+        against = sum(1 for p in adjacent if p.data["verdict"] == f"resolved:{p.data['model_b']}")
         w(f"<li><b>warning:</b> the file lists its items grouped by "
           f"{_esc(table.group_col or 'group')} ({runs} runs, one per group), so the file-order "
           "replay meets one group after another: an order that depends on the outcomes when "
-          "the groups differ in difficulty, and the anytime verdicts lose their guarantee "
+          "the groups differ in difficulty, and the decisions lose their guarantee "
           f"({against} adjacent gap{'' if against == 1 else 's'} resolved against the order "
           "of the means). Replay in a random order: <code>--order shuffle --seed N</code>.</li>")
-    parts = [f"{resolved_adj['resolved']} resolved at fixed N (q ≥ 1)"]
-    if kind is not None:
-        parts.append(f"{resolved_adj[f'resolved_{kind}']} with {'clusters' if kind == 'cluster' else 'strata'}")
-    parts.append(f"{resolved_adj['resolved_anytime']} resolved anytime")
-    w(f"<li><b>{len(adjacent)} adjacent gaps: {', '.join(parts)}.</b></li>")
-    if rep.get("rank_sets") and "unavailable" not in rep["rank_sets"]:
-        rs = rep["rank_sets"]
-        w(f"<li>rank sets: {_esc(rs['method'])} {rs['coverage']:.0%}, {_esc(rs['procedure'])}, "
-          f"{_esc(rs['covariance'])} covariance: {rs['tiers']} tiers"
-          + ("; the leader is resolved above all" if rs["top_resolved"] else "; no sole leader")
-          + ".</li>")
+    w("<li>rank sets and tiers: from the decisions of all pairs (rank_low = 1 + models decided "
+      "above, rank_high = M − models decided below); a tier is a group no decision "
+      "separates.</li>")
     if note:
         w(f"<li>{_esc(note)}</li>")
     if command:
@@ -461,83 +473,123 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
 
     # ranking
     w('<section id="ranking"><h2>Ranking</h2>')
-    w('<table><thead><tr><th>#</th><th class="name">model</th><th>mean</th><th>interval</th>'
-      "<th>items</th><th>rank set</th><th>tier</th><th>anytime rank set</th><th>anytime tier</th>"
-      "</tr></thead><tbody>")
-    for e, d in zip(report.ranking, rep["ranking"], strict=True):
+    w('<table><thead><tr><th>#</th><th class="name">model</th><th>mean</th><th>items</th>'
+      "<th>rank set</th><th>tier</th><th>interval¹</th></tr></thead><tbody>")
+    for e in report.ranking:
         lo_hi = ci.get(e.model)
         odd = ' class="tier-odd"' if (e.tier or 0) % 2 == 1 else ""
         w(f"<tr{odd} data-model=\"{_esc(e.model)}\"><td>{e.rank}</td><td class=\"name\">{_esc(e.model)}</td>"
-          f"<td>{e.mean:.4f}</td>"
-          f"<td>{'–' if lo_hi is None else f'[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]'}</td>"
-          f"<td>{e.n:,}</td>"
-          f"<td>{'–' if e.rank_low is None else f'[{e.rank_low}, {e.rank_high}]'}</td>"
-          f"<td>{_num(e.tier, 'd')}</td>"
-          f"<td>{'–' if 'anytime_rank_low' not in d else '[{}, {}]'.format(d['anytime_rank_low'], d['anytime_rank_high'])}</td>"
-          f"<td>{_num(d.get('anytime_tier'), 'd')}</td></tr>")
+          f"<td>{e.mean:.4f}</td><td>{e.n:,}</td>"
+          f"<td class=\"rankset\">{'–' if e.rank_low is None else f'[{e.rank_low}, {e.rank_high}]'}</td>"
+          f"<td class=\"tier\">{_num(e.tier, 'd')}</td>"
+          f"<td>{'–' if lo_hi is None else f'[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]'}</td></tr>")
     w("</tbody></table>")
     cov = "iid" if table.groups is None else (
         "cluster-robust" if (table.group_kind or "cluster") == "cluster" else "stratified")
-    w(f'<p class="small">interval: mean ± z<sub>1−α/2</sub>·se ({1 - rep["alpha"]:.0%}), se from the '
-      f"{cov} covariance of the means on the items every model has (the rank sets' covariance). "
-      "Rank set: the ranks the model can hold, simultaneous over all models; tier: a group no "
-      "resolution separates. Anytime rank sets follow from the anytime decisions of all pairs.</p>")
+    w('<p class="small">Rank set: the ranks the model can hold given the decisions taken; tier: '
+      "a group of the ranking no decision separates. A model decided above another is ranked "
+      "above it, whatever the means. ¹ interval: mean ± z<sub>1−α/2</sub>·se "
+      f"({1 - rep['alpha']:.0%}), se from the {cov} covariance of the means on the items every "
+      "model has: a fixed-N figure, for one look.</p>")
     w(f"<figure>{_ranking_plot(report, ci)}</figure></section>")
 
-    # gaps
-    short = {"cluster": "q_cluster", "strata": "q_strata"}.get(kind or "")
+    # gaps: the verdicts
+    clustered = rep["design"] == "clusters"
     w('<section id="gaps"><h2>Adjacent gaps</h2>')
     w('<table><thead><tr><th>#</th><th class="name">A (above)</th><th class="name">B</th>'
-      "<th>n</th><th>δ̂ = A − B</th><th>q</th>"
-      + (f"<th>{short}</th>" if short else "")
-      + "<th>q_AV</th><th>E</th><th>threshold 1/γ</th><th>fixed-N</th>"
-      + ("<th>cluster</th>" if kind == "cluster" else "<th>strata</th>" if kind else "")
-      + "<th>anytime</th></tr></thead><tbody>")
+      "<th>n</th><th>δ̂ = A − B</th><th>verdict</th><th>E at the decision</th><th>E now</th>"
+      "<th>threshold 1/γ</th><th>q_AV</th>"
+      + ("<th>cluster observations</th>" if clustered else "")
+      + "</tr></thead><tbody>")
     for p in adjacent:
         d = p.data
-        w(f"<tr data-pair=\"{_esc(d['model_a'])}|{_esc(d['model_b'])}\"><td>{d['rank_a']}</td>"
+        dec = d.get("decided")
+        w(f"<tr data-pair=\"{_esc(d['model_a'])}|{_esc(d['model_b'])}\" "
+          f"data-verdict=\"{_esc(d['verdict'])}\"><td>{d['rank_a']}</td>"
           f"<td class=\"name\">{_esc(d['model_a'])}</td><td class=\"name\">{_esc(d['model_b'])}</td>"
-          f"<td>{d['n']:,}</td><td>{d['delta']:+.4f}</td><td>{_num(d['q'], '.2f')}</td>"
-          + (f"<td>{_num(d[short], '.2f')}</td>" if short else "")
-          + f"<td>{_num(d['q_anytime'], '.2f')}</td><td>{_num(d['e_value'], '.3g')}</td>"
-          f"<td>{_num(d['e_threshold'], '.3g')}</td>{_verdict(d['resolved'])}"
-          + (_verdict(d.get(f"resolved_{kind}")) if kind else "")
-          + f"{_anytime_verdict(d)}</tr>")
+          f"<td>{d['n']:,}</td><td>{d['delta']:+.4f}</td>{_verdict_cell(d)}"
+          f"<td>{'–' if dec is None else _num(dec['e_value'], '.3g')}</td>"
+          f"<td>{_num(d['e_value'], '.3g')}</td><td>{_num(d['e_threshold'], '.3g')}</td>"
+          f"<td>{_num(d['q_anytime'], '.2f')}</td>"
+          + (f"<td>{d['clusters']['observations']} of {d['clusters']['needed']} needed</td>"
+             if clustered else "")
+          + "</tr>")
     w("</tbody></table>")
-    w('<p class="small">fixed-N: q = N/N* ≥ 1 (a snapshot at this N, family-corrected; not '
-      "valid under continuous monitoring). cluster: q_cluster ≥ 1 with the cluster-robust design "
-      "effect. anytime: the pair's e-process reached its threshold 1/γ at the n shown, in the "
-      "replay order; the decision stays. \"resolved for B ↑\": the evidence gathered along "
-      "the way favoured B, the model ranked below by the means at the end — the means differ "
-      "by little, and the anytime decisions resolve B above A.</p></section>")
+    w('<p class="small">verdict: the pair\'s decision, taken at the first paired item n where its '
+      "e-value reached its threshold 1/γ, and final: E dipping later does not undo it (E now "
+      "is read at the end). q_AV = n / N*_AV: how far the pair is along the items a decision "
+      "needs with the planned power. \"resolved for B ↑\": the decision favours B, ranked "
+      "below by the means. undecidable: the design allows this pair no decision (sampled "
+      "clusters: too few of them).</p></section>")
 
     def label(p: _Pair) -> str:
         d = p.data
         return f"{d['rank_a']}. {_short(d['model_a'], 22)} vs {_short(d['model_b'], 22)}"
 
-    w(f'<section id="q"><h2>Resolution ratio q per pair</h2><figure>{_q_plot(adjacent, label)}'
-      "</figure></section>")
-    w(f'<section id="mde"><h2>Minimum detectable effect against N</h2><figure>'
-      f"{_mde_plot(report, adjacent)}</figure>"
+    w('<section id="evalues"><h2>E-value paths against their thresholds</h2>'
+      + ('<p class="small">Under sampled clusters the verdict is taken on one observation per '
+         "cluster; the item-level paths below are drawn for reference.</p>" if clustered else "")
+      + f"<figure>{_evalue_plot(report, table, adjacent, label)}</figure></section>")
+
+    # fixed-N: planning and audit figures, apart
+    short = {"cluster": "q_cluster", "strata": "q_strata"}.get(kind or "")
+    w('<section id="fixed-n" class="fixed"><h2>Fixed-N planning and audit figures</h2>')
+    w(f"<p><b>Valid for {_esc(fixed['valid_for'])}.</b> They say whether the items would "
+      "suffice for a single test at this N (q = N/N* ≥ 1), which gap a board of this size can "
+      f"detect (MDE), and the family-adjusted p-value ({_esc(fixed['correction'])}, N* sized at "
+      f"α' = {fixed['alpha_per_pair']:.3g}, power {rep['power']:g}). The verdicts above are "
+      "the decisions.</p>")
+    w('<table><thead><tr><th>#</th><th class="name">A (above)</th><th class="name">B</th>'
+      "<th>N*</th><th>q</th>" + (f"<th>DE</th><th>{short}</th>" if short else "")
+      + "<th>MDE</th><th>p_adj</th></tr></thead><tbody>")
+    for p in adjacent:
+        d, f = p.data, p.data["fixed_n"]
+        w(f"<tr><td>{d['rank_a']}</td><td class=\"name\">{_esc(d['model_a'])}</td>"
+          f"<td class=\"name\">{_esc(d['model_b'])}</td><td>{_num(f['n_star'], ',')}</td>"
+          f"<td>{_num(f['q'], '.2f')}</td>"
+          + (f"<td>{_num(f['design_effect'], '.2f')}</td><td>{_num(f[short], '.2f')}</td>"
+             if short else "")
+          + f"<td>{_num(f['mde'], '.4f')}</td><td>{_num(f['p_adjusted'], '.2g')}</td></tr>")
+    w("</tbody></table>")
+    rs = fixed.get("rank_sets")
+    if rs and "unavailable" not in rs:
+        w(f'<p class="small">Fixed-N rank sets: {_esc(rs["method"])} {rs["coverage"]:.0%}, '
+          f"{_esc(rs['procedure'])} over all pairs, {_esc(rs['covariance'])} covariance "
+          f"({rs['draws']:,} draws, seed {rs['seed']}): what one look at this table would "
+          "separate, not the decisions.</p>")
+        w('<table><thead><tr><th>#</th><th class="name">model</th><th>fixed-N rank set</th>'
+          "<th>fixed-N tier</th></tr></thead><tbody>")
+        for e in report.ranking:
+            w(f"<tr><td>{e.rank}</td><td class=\"name\">{_esc(e.model)}</td>"
+              f"<td>{'–' if e.fixed_n_rank_low is None else f'[{e.fixed_n_rank_low}, {e.fixed_n_rank_high}]'}</td>"
+              f"<td>{_num(e.fixed_n_tier, 'd')}</td></tr>")
+        w("</tbody></table>")
+    elif rs:
+        w(f'<p class="small">fixed-N rank sets: not computed ({_esc(rs["unavailable"])}).</p>')
+    w("</section>")
+    w(f'<section id="q" class="fixed"><h2>Fixed-N: resolution ratio q per pair</h2><figure>'
+      f"{_q_plot(adjacent, label)}</figure></section>")
+    w('<section id="mde" class="fixed"><h2>Fixed-N: minimum detectable effect against N</h2>'
+      f"<figure>{_mde_plot(report, adjacent)}</figure>"
       '<p class="small">MDE = z·σ_D/√N at the family-corrected level: a gap above the curve '
-      "at its N is resolvable at fixed N. Points are the adjacent pairs' |δ̂| at their paired "
-      "items.</p></section>")
-    w(f'<section id="evalues"><h2>E-value paths against their thresholds</h2><figure>'
-      f"{_evalue_plot(report, table, adjacent, label)}</figure></section>")
-    w(f'<section id="shortcut"><h2>The shortcut against N*</h2><figure>'
+      "at its N is detectable by one test at that N. Points are the adjacent pairs' |δ̂| at "
+      "their paired items.</p></section>")
+    w('<section id="shortcut" class="fixed"><h2>Fixed-N: the shortcut against N*</h2><figure>'
       f"{_shortcut_plot(report, adjacent)}</figure>"
       '<p class="small">The G*Power / pwr shortcut (Cohen\'s h per arm, times 1 − ρ) asks for '
       "about half the paired size N* a gap needs (docs/lemma1.md): points near the dashed line "
       "are boards sized by the shortcut that would be underpowered.</p></section>")
     w('<section id="notes"><h2>Definitions</h2><ul class="small">')
-    w("<li>N* = z²σ_D²/δ², z = z<sub>1−α'/2</sub> + z<sub>1−β</sub>; q = N/N*; "
-      "MDE = zσ_D/√N.</li>")
-    w("<li>q_cluster = N/(N*·DE) with the cluster-robust design effect; the cluster verdict "
-      f"assumes {_esc(ASSUMPTIONS['clusters'])}.</li>")
     w("<li>E_n: the pair's e-process (exact McNemar mixture for 0/1 scores, bounded "
-      "gamma-exponential mixture otherwise); resolved anytime the first time one of its "
+      "gamma-exponential mixture otherwise); the pair is resolved the first time one of its "
       "one-sided halves reaches 2/γ (so E ≥ 1/γ), γ the pair's fixed share of α (online "
-      "Bonferroni over the board's life).</li>")
+      "Bonferroni over the board's life), and declared equivalent the first time its "
+      "confidence sequence lies inside the margin (±Δ); either decision is final. Under "
+      "sampled clusters the decision is taken on one observation per cluster "
+      "(docs/clusters-vs-strata.md).</li>")
+    w("<li>Fixed-N: N* = z²σ_D²/δ², z = z<sub>1−α'/2</sub> + z<sub>1−β</sub>; q = N/N*; "
+      "MDE = zσ_D/√N; q_cluster = N/(N*·DE) with the cluster-robust design effect, q_strata "
+      "with the stratified one. Valid for one look at a fixed N.</li>")
     w("</ul></section></body></html>\n")
     return "".join(out)
 

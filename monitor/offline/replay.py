@@ -1,26 +1,36 @@
-"""The anytime replay of the offline report: a table item by item through the e-processes.
+"""The verdicts of the offline report: a table replayed item by item through the live rule.
 
-For each pair of the family the table is replayed in a chosen item order (file order = order of
-first appearance of item_id, or a seeded shuffle) and the pair is *resolved (anytime)* at its
-first crossing, by the live monitor's rule (:mod:`monitor.stats.sequential`): same order, same
-decisions. Validity assumes the items arrive in an order independent of their outcomes;
-shuffling the replay order makes that true by construction.
+Each pair is decided at the first crossing of its e-process, by the live monitor's functions
+(:mod:`monitor.stats.sequential`, and :mod:`monitor.stats.cluster_sequential` under sampled
+clusters): the same order, the same decisions. The decisions are valid when the items arrive
+in an order independent of their outcomes, so by default the items are replayed in a seeded
+permutation (``shuffle``, :data:`monitor.defaults.REPLAY_SEED`), the order ``llm-monitor
+demo`` and ``run --replay FILE --shuffle --seed S`` send them in (:func:`replay_arrival`);
+``file`` keeps the table's own order, valid only when that order does not depend on the
+outcomes (a file sorted by subject does).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
 
 from monitor.core.config import MARGIN
-from monitor.defaults import PLANNED_MODELS
+from monitor.defaults import PLANNED_MODELS, REPLAY_SEED
 from monitor.io.tables import ScoreTable
-from monitor.offline.report import AnytimeReplay, ResolutionReport
+from monitor.offline.report import (
+    DEFAULT_RANK_SEED,
+    AnytimeReplay,
+    ResolutionReport,
+    build_report,
+    ranking_order,
+)
 from monitor.stats.board import pair_sums
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS, ClusterPaths, advance_clusters
 from monitor.stats.figures import ClusterDecisions, Design, pair_figures
-from monitor.stats.ranks import rank_sets_from_resolved, tiers
+from monitor.stats.ranks import consistent_order, ranks_and_tiers
 from monitor.stats.sequential import (
     PairPaths,
     advance,
@@ -155,8 +165,8 @@ def anytime_replay(
     *,
     alpha: float = 0.05,
     power: float = 0.8,
-    order: str = "file",
-    seed: int | None = None,
+    order: str = "shuffle",
+    seed: int | None = REPLAY_SEED,
     planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
@@ -199,8 +209,8 @@ def anytime_replay(
     code = figures.verdict_code()
     decided_n = cpaths.decided_n if cpaths is not None else paths.decided_n
     return AnytimeReplay(
-        order=order, seed=seed, alpha=alpha, rule=rule, planned_models=planned_models,
-        figures=figures,
+        order=order, seed=seed if order == "shuffle" else None, alpha=alpha, rule=rule,
+        planned_models=planned_models, figures=figures, cluster_items=cluster_items,
         first_resolved_at=tuple(round(float(n)) if dec else None
                                 for n, dec in zip(decided_n, code, strict=True)))
 
@@ -209,21 +219,31 @@ def with_anytime(
     report: ResolutionReport,
     table: ScoreTable,
     *,
-    order: str = "file",
-    seed: int | None = None,
+    order: str = "shuffle",
+    seed: int | None = REPLAY_SEED,
     planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
     margin: float | None = MARGIN,
 ) -> ResolutionReport:
-    """``report`` with the anytime replay of its family's pairs (same α and power), and the
-    anytime rank sets and tiers of every model from the decisions of all pairs."""
-    res = report.figures
-    replay = anytime_replay(table, (res.a, res.b), alpha=report.alpha, power=report.power,
-                            order=order, seed=seed, planned_models=planned_models, rule=rule,
-                            cluster_items=cluster_items, margin=margin)
+    """``report`` with its verdicts: the decisions of every pair sharing items, replayed item
+    by item in ``order`` (same α and power), by which the ranking is ordered (a model decided
+    above another comes first, :func:`monitor.stats.ranks.consistent_order`, as live), the
+    family's pairs with their anytime figures, and every model's rank set and tier from the
+    decisions (:func:`monitor.stats.ranks.ranks_and_tiers`, the live board's function)."""
     k = len(table.models)
+    res = report.figures
+
+    def replay_of(rep: ResolutionReport) -> AnytimeReplay:
+        pairs = (rep.figures.a, rep.figures.b)
+        return anytime_replay(table, pairs, alpha=rep.alpha, power=rep.power, order=order,
+                              seed=seed, planned_models=planned_models, rule=rule,
+                              cluster_items=cluster_items, margin=margin)
+
+    replay: AnytimeReplay | None = None
     if report.family == "all":
+        # The family is every pair: its replay holds every decision.
+        replay = replay_of(report)
         a_all, b_all, decided = res.a, res.b, replay.figures.verdict_code()
     else:
         # Every other pair only for its decision: no figures, no intervals.
@@ -238,15 +258,31 @@ def with_anytime(
         chosen = paths.decided if cpaths is None else cpaths.decided
         decided = chosen * np.where(a_first, 1, -1)
     above = np.zeros((k, k), dtype=bool)
-    if decided is not None:
-        # resolutions separate models (+1: A above, −1: B above; 2, equivalent, does not)
-        above[a_all[decided == 1], b_all[decided == 1]] = True
-        above[b_all[decided == -1], a_all[decided == -1]] = True
+    # resolutions separate models (+1: A above, −1: B above; 2, equivalent, does not)
+    above[a_all[decided == 1], b_all[decided == 1]] = True
+    above[b_all[decided == -1], a_all[decided == -1]] = True
     index = {name: j for j, name in enumerate(table.models)}
-    order_cols = np.array([index[e.model] for e in report.ranking], dtype=np.int64)
-    ranked = above[np.ix_(order_cols, order_cols)]
-    low, high = rank_sets_from_resolved(ranked)
-    tier = tiers(np.arange(order_cols.size), ranked)
-    rank_sets = {e.model: (int(low[r]), int(high[r]), int(tier[r]))
-                 for r, e in enumerate(report.ranking)}
-    return replace(report, anytime=replace(replay, rank_sets=rank_sets))
+    current = [index[e.model] for e in report.ranking]
+    by_mean, _, _ = ranking_order(table)
+    ranked = list(consistent_order([int(j) for j in by_mean], above))
+    if ranked != current:
+        # A decision against the means: the ranking follows the decisions, so the family's
+        # pairs (and the fixed-N figures read on them) are those of that order.
+        report = build_report(
+            table, family=report.family, correction=report.correction, alpha=report.alpha,
+            power=report.power, selection=report.selection, rank_method=report.rank_method,
+            rank_seed=report.rank_seed if report.rank_seed is not None else DEFAULT_RANK_SEED,
+            rank_draws=report.rank_draws, order=ranked)
+        replay = None
+    if replay is None:
+        replay = replay_of(report)
+    o = np.asarray(ranked, dtype=np.int64)
+    low, high, tier = ranks_and_tiers(above[np.ix_(o, o)])
+    entries = tuple(replace(e, rank_low=int(low[r]), rank_high=int(high[r]),
+                            tier=int(tier[r])) for r, e in enumerate(report.ranking))
+    adjacent = [bool(above[x, y]) for x, y in itertools.pairwise(ranked)]
+    standing = {"resolved": bool(adjacent) and all(adjacent),
+                "unresolved_pairs": sum(not x for x in adjacent),
+                "top_resolved": len(ranked) >= 2 and bool(above[ranked[0], ranked[1:]].all()),
+                "tiers": int(tier.max(initial=0))}
+    return replace(report, anytime=replay, ranking=entries, standing=standing)

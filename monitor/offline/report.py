@@ -1,22 +1,25 @@
 """The offline resolution report: a score table → ranking, a family of pairs, and their verdicts.
 
-Definitions (also in ``llm-monitor report --help`` and docs/mmlu-pro-top10.md):
+Definitions (also in ``llm-monitor report --help`` and docs/contract.md#report-json):
 
-* **ranking** — models by their mean score over the items each one has, best first.
+* **verdict** — the pair's anytime decision under the table's design (the live monitor's
+  rule, replayed by :mod:`monitor.offline.replay`): ``resolved:<model>`` once the pair's
+  e-process crossed its threshold 1/γ, ``equivalent`` once its confidence sequence lies inside
+  the margin (±Δ), each decided at that paired item and final; ``unresolved`` until then;
+  ``undecidable`` where the design allows no decision (sampled clusters, too few of them). The one verdict of a pair: the HTML page, the live board, the metrics and the
+  alerts show the same one.
+* **ranking** — models by their mean score over the items each one has, best first, except
+  that a model decided above another comes first (the live monitor's order).
 * **family** — the pairs read together: adjacent pairs of the ranking (default) or all pairs.
   Each pair is (higher-ranked A, lower-ranked B); δ̂ = mean_A − mean_B on the shared items.
-* **resolved** — q = N / N* ≥ 1, with N* = z² σ̃² / δ̃² and z = z_{1−α'/2} + z_{1−β} at the
-  per-comparison level α' = family_alpha(α, m, correction) (α/m for Bonferroni and Holm, α for
-  none and BH); δ̃, σ̃² are the kernel's sizing estimates (:mod:`monitor.stats.figures`). A
-  planning verdict: the shared items are enough to detect a gap of this size.
-* **resolved_cluster** — q_cluster = q / DE ≥ 1 with the cluster-robust design effect DE
-  (groups sampled); **resolved_strata** — the same with the stratified DE (groups fixed).
-* **significant** — the family-adjusted p-value (exact McNemar on 0/1 data, paired t
-  otherwise) is below α. A testing verdict on the observed gap.
-* **rank sets, tiers** — every model's rank confidence set [rank_low, rank_high], simultaneous
-  at 1 − α over all models (or marginal), from the max-|t| stepdown over all pairs on the
-  paired covariance of the means (:mod:`monitor.stats.ranks`, docs/ranks.md); tiers are the
-  consecutive groups of the ranking that no resolution separates.
+* **rank sets, tiers** — rank_low = 1 + #models decided above, rank_high = M − #models
+  decided below, from the decisions of all pairs; tiers are the consecutive groups of the
+  ranking that no decision separates (:mod:`monitor.stats.ranks`).
+* **fixed_n** — planning and audit figures, valid for one look at a fixed N (not under
+  continuous monitoring): N* = z² σ̃² / δ̃² and q = N / N* at the per-comparison level
+  α' = family_alpha(α, m, correction), MDE, the design effect with q_cluster or q_strata, the
+  family-adjusted p-value (exact McNemar on 0/1 data, paired t otherwise), and the max-|t|
+  stepdown rank sets over all pairs (``fixed_n_rank_low`` …, docs/ranks.md).
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.core.table import ASSUMPTIONS, GUARANTEE, undecidable_reason, verdict_text
 from monitor.defaults import RANK_SEED
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board, board_sums
 from monitor.stats.clusters import MIN_CLUSTERS, de_relative_se
-from monitor.stats.emultiplicity import e_bh
 from monitor.stats.figures import PairFigures, e_of
 from monitor.stats.ranks import METHODS as RANK_METHODS
 from monitor.stats.ranks import Covariance, Method, RankSets, rank_sets
@@ -114,7 +117,7 @@ def _ceil_array(x: FloatArray) -> FloatArray:
     return np.where(np.isfinite(x), np.ceil(x), math.inf)
 
 
-ColumnKind = Literal["float", "count", "int", "bool", "str", "null", "any"]
+ColumnKind = Literal["float", "count", "int", "bool", "str", "null", "any", "object"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,8 +128,10 @@ class PairColumn:
     ``float`` — a float array, as floats (NaN and ±∞ left to the JSON number rule);
     ``count`` — a float array of whole numbers or ±∞, as ints (∞ stays a float); ``int`` — an
     int array; ``bool`` — a bool array; ``str`` — a list of strings; ``null`` — None for
-    every pair; ``any`` — a list of plain values. ``present``, when given, marks the pairs
-    whose objects have the key at all.
+    every pair; ``any`` — a list of plain values; ``object`` — a nested object per pair whose
+    keys are the columns in ``values`` (a list of :class:`PairColumn`, kept column by column
+    so that a long report streams them as fast as flat keys). ``present``, when given, marks
+    the pairs whose objects have the key at all.
     """
 
     key: str
@@ -135,6 +140,8 @@ class PairColumn:
     present: NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
+        if self.kind == "object":
+            return len(self.values[0]) if self.values else 0
         return len(self.values)
 
     def python(self) -> list[Any]:
@@ -143,6 +150,8 @@ class PairColumn:
             return [int(v) if math.isfinite(v) else v for v in self.values.tolist()]
         if self.kind in ("float", "int", "bool"):
             return list(self.values.tolist())
+        if self.kind == "object":
+            return pair_objects(self.values)
         return list(self.values)
 
 
@@ -165,7 +174,9 @@ def pair_objects(columns: Sequence[PairColumn]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class RankEntry:
     """One model of the ranking: 1-based rank, mean over its own items, and their count;
-    its rank confidence set [rank_low, rank_high] and 1-based tier (None without rank sets)."""
+    its rank set [rank_low, rank_high] and 1-based tier from the decisions (None until the
+    decisions are attached, :func:`monitor.offline.replay.with_anytime`); and the fixed-N
+    ones of the max-|t| stepdown (None without them), valid for one look at a fixed N."""
 
     rank: int
     model: str
@@ -174,17 +185,32 @@ class RankEntry:
     rank_low: int | None = None
     rank_high: int | None = None
     tier: int | None = None
+    fixed_n_rank_low: int | None = None
+    fixed_n_rank_high: int | None = None
+    fixed_n_tier: int | None = None
+
+
+#: What the fixed-N figures are good for, said wherever they are shown.
+FIXED_N_VALID_FOR = ("one look at a fixed N: planning and audit figures, not valid under "
+                     "continuous monitoring and not the verdict")
+
+#: The replay orders: how the items were met. ``shuffle``: a seeded permutation of the items
+#: (each item's results together, models left to right); ``file``: the table's own order;
+#: ``live``: the live monitor's own decisions, in the order its results arrived.
+REPLAY_ORDERS: tuple[str, ...] = ("shuffle", "file", "live")
 
 
 @dataclass(frozen=True)
 class AnytimeReplay:
-    """The anytime-valid replay of the family's pairs (see :mod:`monitor.offline.replay`).
+    """The decisions of the family's pairs, which are their verdicts (see
+    :mod:`monitor.offline.replay`, or the live monitor's own for ``order == "live"``).
 
     ``figures`` holds the kernel's figures of A − B after the whole table, each pair at its
     own level ``figures.e_alpha`` (its share γ_p of α): e-value, confidence sequence, N*_AV,
-    q_AV and the decision (``figures.decided``: +1 A resolved better, −1 B); and
-    ``first_resolved_at`` the 1-based paired item at which the pair was decided in the replay
-    order (None if never).
+    q_AV and the decision under the design (``figures.verdict_code()``: +1 A resolved better,
+    −1 B, 0 open; ``figures.decidable()``); ``first_resolved_at`` the 1-based paired item at
+    which the verdict was decided (None while open); ``decided_ts`` (live) the ISO time of
+    each decision. ``order`` is one of :data:`REPLAY_ORDERS`, ``seed`` the shuffle's.
     """
 
     order: str
@@ -194,20 +220,69 @@ class AnytimeReplay:
     planned_models: int
     figures: PairFigures
     first_resolved_at: tuple[int | None, ...]
-    # Anytime rank sets and tiers of every model (by name), from the decisions of all pairs.
-    rank_sets: dict[str, tuple[int, int, int]] | None = None
+    decided_ts: tuple[str | None, ...] | None = None
+    cluster_items: int | None = None  # sampled clusters: items per cluster observation
 
     @property
     def resolved(self) -> int:
-        """Pairs resolved (anytime) at some point of the replay."""
-        return sum(x is not None for x in self.first_resolved_at)
+        """Pairs whose verdict is resolved (decided in a direction, final)."""
+        return int(np.count_nonzero(np.abs(self.figures.verdict_code()) == 1))
 
-    def pair_fields(self, k: int) -> dict[str, Any]:
-        """The anytime keys of pair ``k`` in the report's JSON."""
-        return pair_objects(self.pair_columns(np.array([k], dtype=np.int64)))[0]
+    def verdicts(self, idx: NDArray[np.int64], model_a: Sequence[str],
+                 model_b: Sequence[str]) -> list[str]:
+        """The verdict strings of pairs ``idx`` (A = ``model_a[i]``), as the ranking route
+        gives them (:class:`monitor.core.table.PairView`)."""
+        code = self.figures.verdict_code()[idx].tolist()
+        ok = self.figures.decidable()[idx].tolist()
+        return [verdict_text(c, a, b) if d else "undecidable"
+                for c, d, a, b in zip(code, ok, model_a, model_b, strict=True)]
 
-    def pair_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
-        """The anytime keys of pairs ``idx`` in the report's JSON, column by column."""
+    def headline_columns(self, idx: NDArray[np.int64], model_a: Sequence[str],
+                         model_b: Sequence[str]) -> list[PairColumn]:
+        """The verdict keys of pairs ``idx``: ``verdict``, ``decided``, ``design`` and, as the
+        ranking route has them, ``undecidable`` (why) and the sampled clusters' block."""
+        f = self.figures
+        verdicts = self.verdicts(idx, model_a, model_b)
+        log_e = f.cluster_decided_log_e if f.design == "clusters" else f.decided_log_e
+        decided: list[dict[str, Any] | None] = []
+        for k in idx.tolist():
+            at = self.first_resolved_at[k]
+            decided.append(None if at is None else {
+                "n": at, "final": True,
+                "ts": None if self.decided_ts is None else self.decided_ts[k],
+                "e_value": None if log_e is None else e_of(float(log_e[k]))})
+        out = [PairColumn("verdict", "str", verdicts),
+               PairColumn("decided", "any", decided),
+               PairColumn("design", "str", [f.design] * idx.size)]
+        undecidable = np.array([v == "undecidable" for v in verdicts], dtype=bool)
+        if undecidable.any():
+            out.append(PairColumn("undecidable", "any", [
+                undecidable_reason(f.record(k)) if u else None
+                for k, u in zip(idx.tolist(), undecidable.tolist(), strict=True)],
+                present=undecidable))
+        if f.design == "clusters":
+            out.append(self._clusters(idx))
+        return out
+
+    def _clusters(self, idx: NDArray[np.int64]) -> PairColumn:
+        """Sampled clusters: the ranking route's ``clusters`` block of each pair."""
+        f = self.figures
+        assert f.cluster_obs is not None and f.cluster_log_e is not None
+        assert f.cluster_min is not None and f.cluster_decided_obs is not None
+        at = f.cluster_decided_obs[idx].tolist()
+        return PairColumn("clusters", "object", [
+            PairColumn("observations", "count", np.rint(f.cluster_obs[idx])),
+            PairColumn("seen", "int", np.full(idx.size, f.clusters_seen)),
+            PairColumn("needed", "count", np.asarray(f.cluster_min[idx], dtype=np.float64)),
+            PairColumn("e_value", "float",
+                       np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
+            PairColumn("decided_at_observation", "any",
+                       [round(v) if v else None for v in at]),
+        ])
+
+    def figure_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
+        """The anytime figures of pairs ``idx`` (valid whenever read): e-value, threshold,
+        confidence sequence, N*_AV and q_AV."""
         f = self.figures
         log_e = f.log_e[idx]
 
@@ -215,59 +290,45 @@ class AnytimeReplay:
             return (PairColumn(key, "null", [None] * idx.size) if x is None
                     else PairColumn(key, "float", x[idx]))
 
-        first = [self.first_resolved_at[k] for k in idx.tolist()]
         n_av = (np.full(idx.size, math.inf) if f.n_star_anytime is None
                 else _ceil_array(f.n_star_anytime[idx]))
         return [
             PairColumn("e_value", "float", np.array([e_of(v) for v in log_e.tolist()])),
             PairColumn("log_e_value", "float", log_e),
+            PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
             opt("cs_low", f.cs_low), opt("cs_high", f.cs_high),
             PairColumn("n_star_anytime", "count", n_av),
             opt("q_anytime", f.q_anytime),
-            PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
-            PairColumn("resolved_anytime", "bool", np.array([x is not None for x in first])),
-            PairColumn("anytime_direction", "int", f.verdict_code()[idx].astype(np.int64)),
-            PairColumn("first_resolved_at", "any", first),
-            PairColumn("design", "str", [f.design] * idx.size),
-        ] + (self._cluster_columns(idx) if f.design == "clusters" else [])
-
-    def _cluster_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
-        """Sampled clusters: each pair's cluster observations, their e-value, the clusters a
-        decision needs at the pair's share, and why a pair is not decidable."""
-        f = self.figures
-        assert f.cluster_obs is not None and f.cluster_log_e is not None
-        assert f.cluster_min is not None
-        decidable = f.decidable()[idx]
-        return [
-            PairColumn("cluster_observations", "count", np.rint(f.cluster_obs[idx])),
-            PairColumn("cluster_e_value", "float",
-                       np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
-            PairColumn("clusters_seen", "int", np.full(idx.size, f.clusters_seen)),
-            PairColumn("clusters_needed", "count", f.cluster_min[idx]),
-            PairColumn("decidable", "bool", decidable),
         ]
 
     def summary(self, binary: bool) -> dict[str, Any]:
+        """The top-level ``anytime`` object: the ranking route's, with how the items were
+        met (``order``, ``seed``)."""
+        design = self.figures.design
         return {
-            "order": self.order, "seed": self.seed, "rule": self.rule,
             "procedure": ("online-bonferroni" if self.rule == "board" else "e-bonferroni"),
-            "planned_models": self.planned_models if self.rule == "board" else None,
             "alpha": self.alpha,
+            "planned_models": self.planned_models if self.rule == "board" else None,
+            "design": design,
+            **({"cluster_items": self.cluster_items} if design == "clusters" else {}),
+            "assumption": ASSUMPTIONS[design],
+            "statement": GUARANTEE,
+            "order": self.order, "seed": self.seed, "rule": self.rule,
             "construction": "mcnemar-beta-binomial" if binary else "gamma-exponential",
-            "resolved_anytime": self.resolved,
-            # e-BH (Wang & Ramdas 2022) on the final e-values: FDR ≤ α at the end of the table
-            "discoveries_e_bh": int(np.sum(e_bh(self.figures.e_value, alpha=self.alpha))),
         }
 
 
 @dataclass(frozen=True)
 class ResolutionReport:
-    """The resolution report of one table: the ranking, the family's pairs and their figures.
+    """The resolution report of one table: the ranking, the family's pairs, their verdicts
+    and their figures.
 
     ``figures`` are the kernel's figures of the family's pairs (pair k is
     ``models[figures.a[k]]`` against ``models[figures.b[k]]``, A ranked above B), at the
     per-comparison level ``alpha_per_pair``; ``p_adjusted`` the family-adjusted p-values.
-    :meth:`as_dict` is the JSON contract of ``llm-monitor report``.
+    ``anytime`` holds the decisions, which are the verdicts
+    (:func:`monitor.offline.replay.with_anytime` attaches them). :meth:`as_dict` is the JSON
+    contract of ``llm-monitor report`` (docs/contract.md#report-json).
     """
 
     source: str
@@ -290,10 +351,25 @@ class ResolutionReport:
     rank_seed: int | None = None
     rank_sets_unavailable: str | None = None
     split: VarianceSplit | None = None  # repeated-sample tables: σ_D² between / within items
+    # How the fixed-N rank sets were asked for, so that the report can be built again in
+    # another ranking order (the decisions' order, :func:`monitor.offline.replay.with_anytime`).
+    rank_method: str | None = None
+    rank_draws: int = DEFAULT_RANK_DRAWS
+    # With the decisions: the ranking's state as the ranking route gives it (``resolved``,
+    # ``unresolved_pairs``, ``top_resolved``, ``tiers``).
+    standing: dict[str, Any] | None = None
 
     @property
     def binary(self) -> bool:
         return self.figures.all_binary
+
+    @property
+    def design(self) -> str:
+        """The design the verdicts are taken under (the table's groups say it)."""
+        if self.anytime is not None:
+            return self.anytime.figures.design
+        kind = self.figures.group_kind
+        return "items" if kind is None else "clusters" if kind == "cluster" else "strata"
 
     def significant(self) -> NDArray[np.bool_]:
         """Family-adjusted p < α."""
@@ -309,23 +385,51 @@ class ResolutionReport:
         def col(key: str, x: FloatArray) -> PairColumn:
             return PairColumn(key, "float", np.asarray(x)[idx])
 
+        names = np.asarray(self.models, dtype=object)
+        rank = np.asarray(self.rank, dtype=np.int64)
+        a, b = res.a[idx], res.b[idx]
+        name_a, name_b = names[a].tolist(), names[b].tolist()
+        out = [
+            PairColumn("model_a", "str", name_a), PairColumn("model_b", "str", name_b),
+            PairColumn("rank_a", "int", rank[a]), PairColumn("rank_b", "int", rank[b]),
+        ]
+        if self.anytime is not None:
+            out += self.anytime.headline_columns(idx, name_a, name_b)
+        out += [
+            PairColumn("n", "count", np.rint(res.n[idx])),
+            col("mean_a", res.mean_a), col("mean_b", res.mean_b), col("delta", res.delta),
+            col("sigma_d2", res.sigma_d2), col("rho", res.rho),
+        ]
+        if self.anytime is not None:
+            out += self.anytime.figure_columns(idx)
+        out.append(PairColumn("fixed_n", "object", self.fixed_n_columns(idx)))
+        binary = res.binary[idx]
+        out += [PairColumn(key, "count", np.rint(c[idx]), present=binary)
+                for key, c in (("n11", res.n11), ("n10", res.n10), ("n01", res.n01),
+                               ("n00", res.n00))]
+        if self.split is not None:
+            sp = self.split
+            out += [PairColumn("samples", "float", np.full(idx.size, sp.samples)),
+                    col("sigma_between2", sp.between), col("sigma_within2", sp.within),
+                    col("within_share", sp.within_share),
+                    col("within_share_1", sp.within_share_one)]
+        return out
+
+    def fixed_n_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
+        """The keys of each pair's ``fixed_n`` object: planning and audit figures, valid for
+        one look at a fixed N (:data:`FIXED_N_VALID_FOR`)."""
+        res = self.figures
+
+        def col(key: str, x: FloatArray) -> PairColumn:
+            return PairColumn(key, "float", np.asarray(x)[idx])
+
         def null(key: str) -> PairColumn:
             return PairColumn(key, "null", [None] * idx.size)
 
         n, q, p_adj = res.n[idx], res.q[idx], self.p_adjusted[idx]
-        names = np.asarray(self.models, dtype=object)
-        rank = np.asarray(self.rank, dtype=np.int64)
-        a, b = res.a[idx], res.b[idx]
-        out = [
-            PairColumn("model_a", "str", names[a].tolist()),
-            PairColumn("model_b", "str", names[b].tolist()),
-            PairColumn("rank_a", "int", rank[a]), PairColumn("rank_b", "int", rank[b]),
-            PairColumn("n", "count", np.rint(n)),
-            col("mean_a", res.mean_a), col("mean_b", res.mean_b), col("delta", res.delta),
-            col("sigma_d2", res.sigma_d2), col("rho", res.rho), col("mde", res.mde),
-            PairColumn("n_star", "count", _ceil_array(res.n_star[idx])),
-            col("n_star_exact", res.n_star), PairColumn("q", "float", q),
-        ]
+        out = [PairColumn("n_star", "count", _ceil_array(res.n_star[idx])),
+               col("n_star_exact", res.n_star), PairColumn("q", "float", q),
+               col("mde", res.mde)]
         de, qg = res.design_effect, res.q_grouped
         cluster = de is not None and qg is not None and res.group_kind == "cluster"
         strata = de is not None and qg is not None and res.group_kind != "cluster"
@@ -349,44 +453,36 @@ class ResolutionReport:
             out += [null("n_star_cluster"), null("q_cluster")]
         out += [PairColumn("q_strata", "float", g) if strata else null("q_strata"),
                 col("p_value", res.p_value), PairColumn("p_adjusted", "float", p_adj),
-                PairColumn("resolved", "bool", q >= 1.0),
-                PairColumn("resolved_cluster", "bool", g >= 1.0) if cluster
-                else null("resolved_cluster"),
-                PairColumn("resolved_strata", "bool", g >= 1.0) if strata
-                else null("resolved_strata"),
                 PairColumn("significant", "bool", p_adj < self.alpha)]
-        binary = res.binary[idx]
-        out += [PairColumn(key, "count", np.rint(c[idx]), present=binary)
-                for key, c in (("n11", res.n11), ("n10", res.n10), ("n01", res.n01),
-                               ("n00", res.n00))]
-        if self.split is not None:
-            sp = self.split
-            out += [PairColumn("samples", "float", np.full(idx.size, sp.samples)),
-                    col("sigma_between2", sp.between), col("sigma_within2", sp.within),
-                    col("within_share", sp.within_share),
-                    col("within_share_1", sp.within_share_one)]
-        if self.anytime is not None:
-            out += self.anytime.pair_columns(idx)
         return out
 
     def warnings(self) -> list[dict[str, Any]]:
         """What the reader must know before acting on the figures, as JSON objects with a
         ``kind`` and a ``message``. ``few-clusters``: some pairs' design effect comes from fewer
-        than :data:`~monitor.stats.clusters.MIN_CLUSTERS` clusters."""
+        than :data:`~monitor.stats.clusters.MIN_CLUSTERS` clusters. ``file-order``: the
+        decisions were taken in the table's own order (``--order file``), which voids their
+        guarantee if that order depends on the outcomes."""
         res = self.figures
+        out: list[dict[str, Any]] = []
+        if self.anytime is not None and self.anytime.order == "file":
+            out.append({"kind": "file-order", "message": (
+                "the decisions were taken in the table's own order (--order file): valid only "
+                "if that order is independent of the outcomes (a file sorted by subject or "
+                "difficulty is not); the default replays the items in a seeded shuffled "
+                "order")})
         if res.group_kind != "cluster" or res.n_clusters is None or not len(res):
-            return []
+            return out
         g = np.asarray(res.n_clusters, dtype=np.float64)
         few = g < MIN_CLUSTERS
         if not few.any():
-            return []
+            return out
         low = int(g[few].min())
         rse = de_relative_se(low)
         why = ("no between-cluster variance can be estimated from one cluster" if low < 2 else
                f"the cluster-robust variance then has about {low - 1} degree"
                f"{'s' if low > 2 else ''} of freedom: its relative standard error is about "
                f"{rse:.0%} and it tends to be too small")
-        return [{
+        out.append({
             "kind": "few-clusters", "n_clusters": low, "min_clusters": MIN_CLUSTERS,
             "pairs": int(few.sum()),
             "message": (f"the design effect of {int(few.sum())} of {len(res)} pairs comes from "
@@ -394,19 +490,29 @@ class ResolutionReport:
                         f"than {MIN_CLUSTERS}; {why}. Read DE, N*_cluster and q_cluster as "
                         "indicative; if the groups are fixed by design, --strata-col asks the "
                         "question that does not need many of them (docs/clusters-vs-strata.md)"),
-        }]
+        })
+        return out
 
     def pair_dicts(self, ks: Sequence[int] | NDArray[np.int64] | None = None
                    ) -> list[dict[str, Any]]:
         """The JSON objects of pairs ``ks`` (default all)."""
         return pair_objects(self.pair_columns(ks))
 
-    def _rank_entry(self, entry: RankEntry) -> dict[str, Any]:
-        out = asdict(entry)
-        if self.anytime is not None and self.anytime.rank_sets is not None:
-            low, high, tier = self.anytime.rank_sets[entry.model]
-            out.update(anytime_rank_low=low, anytime_rank_high=high, anytime_tier=tier)
-        return out
+    def verdict_counts(self) -> dict[str, int]:
+        """The family's pairs by verdict (``resolved``, ``equivalent``, ``unresolved``,
+        ``undecidable`` and any other verdict the decisions give), and ``pairs``; ``pairs``
+        alone without them."""
+        out = {"pairs": len(self.figures)}
+        if self.anytime is None:
+            return out
+        res = self.figures
+        names = np.asarray(self.models, dtype=object)
+        idx = np.arange(len(res), dtype=np.int64)
+        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
+        for v in self.anytime.verdicts(idx, names[res.a].tolist(), names[res.b].tolist()):
+            kind = v.split(":", 1)[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        return out | counts
 
     def as_dict(self, *, pairs: Sequence[int] | NDArray[np.int64] | None = None
                 ) -> dict[str, Any]:
@@ -414,37 +520,34 @@ class ResolutionReport:
         objects of the pairs ``pairs`` (default all — ``verdicts`` always counts all)."""
         res = self.figures
         kind = res.group_kind
-        grouped = res.resolved_grouped()
-        verdicts: dict[str, Any] = {
-            "pairs": len(res), "resolved": int(np.sum(res.resolved())),
-            "significant": int(np.sum(self.significant())),
-            "resolved_cluster": None, "resolved_strata": None,
-        }
-        if grouped is not None:
-            verdicts[f"resolved_{kind}"] = int(np.sum(grouped))
         out: dict[str, Any] = {
             "source": self.source, "benchmark": self.benchmark, "n_items": self.n_items,
             "n_models": len(self.models), "binary": self.binary,
-            "test": "mcnemar-exact" if self.binary else "paired-t",
-            "family": self.family, "correction": self.correction, "alpha": self.alpha,
-            "alpha_per_pair": self.alpha_per_pair, "power": self.power,
+            "family": self.family, "alpha": self.alpha, "power": self.power,
+            "design": self.design,
             "groups": None if kind is None else {
                 "kind": kind, "column": self.group_column, "n_groups": res.n_groups},
-            "ranking": [self._rank_entry(e) for e in self.ranking],
-            "pairs": self.pair_dicts(pairs),
-            "verdicts": verdicts,
-            "warnings": self.warnings(),
         }
-        if self.selection is not None:
-            out["selection"] = dict(self.selection)
-        if self.ranks is not None or self.rank_sets_unavailable is not None:
-            out["rank_sets"] = self.rank_sets_summary()
+        if self.standing is not None:
+            out.update(self.standing)
+        out["verdicts"] = self.verdict_counts()
         if self.anytime is not None:
             out["anytime"] = self.anytime.summary(self.binary)
+        out["fixed_n"] = {
+            "valid_for": FIXED_N_VALID_FOR,
+            "test": "mcnemar-exact" if self.binary else "paired-t",
+            "correction": self.correction, "alpha_per_pair": self.alpha_per_pair,
+            "rank_sets": self.rank_sets_summary(),
+        }
+        out["ranking"] = [asdict(e) for e in self.ranking]
+        out["pairs"] = self.pair_dicts(pairs)
+        out["warnings"] = self.warnings()
+        if self.selection is not None:
+            out["selection"] = dict(self.selection)
         return out
 
     def rank_sets_summary(self) -> dict[str, Any] | None:
-        """The top-level ``rank_sets`` object of the JSON: how the sets were computed."""
+        """How the fixed-N rank sets (``fixed_n_rank_low`` …) were computed; None without."""
         r = self.ranks
         if r is None:
             return (None if self.rank_sets_unavailable is None
@@ -463,6 +566,31 @@ class ResolutionReport:
         }
 
 
+def headline(rep: dict[str, Any]) -> str:
+    """The report's one count, in the words of every face: the family's pairs by verdict,
+    the tiers and the state of the ranking (``rep`` is :meth:`ResolutionReport.as_dict`)."""
+    v = rep["verdicts"]
+    fam = "adjacent pairs" if rep["family"] == "adjacent" else "pairs"
+    parts = [f"{v['resolved']} of {v['pairs']:,} {fam} resolved (decided, final)",
+             f"{v['unresolved']} unresolved"]
+    parts += [f"{n} {kind}" for kind, n in v.items()
+              if kind not in ("pairs", "resolved", "unresolved") and n]
+    parts.append(f"{rep['tiers']} tier{'' if rep['tiers'] == 1 else 's'}")
+    parts.append("ranking resolved" if rep["resolved"] else
+                 "the leader resolved above all" if rep["top_resolved"] else "no sole leader")
+    return " · ".join(parts)
+
+
+def order_text(info: dict[str, Any]) -> str:
+    """How the decisions met the items (``info`` is the report's ``anytime`` object)."""
+    if info["order"] == "shuffle":
+        return f"items replayed in a seeded shuffled order (seed {info['seed']})"
+    if info["order"] == "file":
+        return ("items replayed in the file's own order (--order file: valid only if that "
+                "order is independent of the outcomes)")
+    return "the live monitor's own decisions, in the order its results arrived"
+
+
 def build_report(
     table: ScoreTable,
     *,
@@ -474,15 +602,19 @@ def build_report(
     rank_method: str | None = None,
     rank_seed: int = DEFAULT_RANK_SEED,
     rank_draws: int = DEFAULT_RANK_DRAWS,
+    order: Sequence[int] | NDArray[np.int64] | None = None,
 ) -> ResolutionReport:
-    """The resolution report of one table (see the module docstring for the definitions).
+    """The resolution report of one table (see the module docstring for the definitions),
+    without its verdicts: :func:`monitor.offline.replay.with_anytime` takes the decisions.
 
     ``rank_method`` (``simultaneous``, ``marginal``; default None: none, so that the pair
     figures alone stay as fast as before — ``llm-monitor report`` asks for ``simultaneous``)
     chooses the rank sets,
     computed at level 1 − ``alpha`` over all models with ``rank_draws`` parametric draws from
     ``numpy.random.default_rng(rank_seed)``; the covariance follows the table's groups
-    (clusters: cluster-robust, strata: stratified, none: iid).
+    (clusters: cluster-robust, strata: stratified, none: iid). ``order``: the ranking's
+    model columns, best first (default: by mean, :func:`ranking_order`); the decisions'
+    order when a decision goes against the means.
     """
     if rank_method is not None and rank_method not in RANK_SET_METHODS:
         raise ValueError(f"`rank_method` must be one of {', '.join(RANK_SET_METHODS)}, got "
@@ -494,7 +626,13 @@ def build_report(
         raise ValueError(f"`power` must lie in (0, 1), got {power}")
     if len(table.models) < 2:
         raise InputError("a report needs at least two models", source=table.source)
-    order, means, counts = ranking_order(table)
+    by_mean, means, counts = ranking_order(table)
+    if order is None:
+        order = by_mean
+    else:
+        order = np.asarray(order, dtype=np.int64)
+        if sorted(order.tolist()) != list(range(len(table.models))):
+            raise ValueError("`order` must hold every model column once")
     a, b = family_pairs(order, family)
     _check_shared(table, a, b)
     alpha_pair = multiplicity.family_alpha(alpha, int(a.size), method=correction)
@@ -522,8 +660,9 @@ def build_report(
     def entry(j: int) -> RankEntry:
         sets: dict[str, Any] = {}
         if ranks is not None:
-            sets = {"rank_low": int(ranks.rank_low[j]), "rank_high": int(ranks.rank_high[j]),
-                    "tier": int(ranks.tier[j])}
+            sets = {"fixed_n_rank_low": int(ranks.rank_low[j]),
+                    "fixed_n_rank_high": int(ranks.rank_high[j]),
+                    "fixed_n_tier": int(ranks.tier[j])}
         return RankEntry(rank=int(rank[j]), model=table.models[j], mean=float(means[j]),
                          n=int(counts[j]), **sets)
 
@@ -535,7 +674,7 @@ def build_report(
         rank=tuple(int(r) for r in rank), figures=res,
         p_adjusted=multiplicity.adjust_pvalues(res.p_value, method=correction),
         selection=selection, ranks=ranks, rank_seed=None if ranks is None else rank_seed,
-        rank_sets_unavailable=missing,
+        rank_sets_unavailable=missing, rank_method=rank_method, rank_draws=rank_draws,
         split=None if table.mean_var is None else variance_split(
             res.sigma_d2, *pair_within(table.scores, table.mean_var, a, b),
             samples=table.sample_count()),

@@ -1,9 +1,12 @@
 """Replay of finished result files into a live monitor: tables and lm-eval-harness samples.
 
 Every file becomes a block (items × models score matrix); the events of all blocks form one
-stream of (item, model) results, in file order or — with a seed — in a random order. The
-anytime-valid guarantees assume that the order in which items arrive does not depend on their
-outcomes; files are often sorted by subject or difficulty, so shuffling restores that.
+stream of (item, model) results, in file order or — with a seed — in a seeded random order of
+the items, each item's results together, models left to right: the order in which
+``llm-monitor report --seed S`` replays a table (:func:`monitor.offline.replay.replay_arrival`),
+so that a shuffled live replay and the report take the same decisions. The anytime-valid
+guarantees assume that the order in which items arrive does not depend on their outcomes;
+files are often sorted by subject or difficulty, so shuffling restores that.
 """
 
 from __future__ import annotations
@@ -87,27 +90,54 @@ def load_blocks(
 
 
 class ReplayStream:
-    """The (item, model) results of some blocks, in file order or a seeded random order."""
+    """The (item, model) results of some blocks, in file order or a seeded order of items.
+
+    File order: block after block, item by item, models left to right (a repeated-sample
+    table: each cell's samples together). With ``seed``: the items of each benchmark in the
+    permutation ``numpy.random.default_rng(seed).permutation(items)`` — its items numbered in
+    order of first appearance over its blocks — each item's results together as in file
+    order; several benchmarks' streams are interleaved evenly (each keeps its own order).
+    """
 
     def __init__(self, blocks: Sequence[Block], *, seed: int | None = None) -> None:
         self.blocks = list(blocks)
-        parts_b, parts_i, parts_m, parts_s = [], [], [], []
+        parts_b, parts_i, parts_m, parts_s, parts_g = [], [], [], [], []
+        # Each benchmark's items, numbered in order of first appearance over its blocks.
+        items: dict[str, dict[str, int]] = {}
         for b, block in enumerate(self.blocks):
             if block.repeats is not None:  # each sample its own event, a cell's together
                 rows, cols, ks = np.nonzero(~np.isnan(block.repeats))
             else:
                 rows, cols = np.nonzero(~np.isnan(block.scores))  # row-major: item by item
                 ks = np.zeros(rows.shape, dtype=np.int64)
+            number = items.setdefault(block.benchmark, {})
+            ids = [number.setdefault(str(i), len(number)) for i in block.item_ids.tolist()]
             parts_b.append(np.full(rows.shape, b, dtype=np.int32))
             parts_i.append(rows.astype(np.int64))
             parts_m.append(cols.astype(np.int32))
             parts_s.append(ks.astype(np.int32))
+            parts_g.append(np.asarray(ids, dtype=np.int64)[rows] if rows.size
+                           else np.zeros(0, np.int64))
         self._b = np.concatenate(parts_b) if parts_b else np.zeros(0, np.int32)
         self._i = np.concatenate(parts_i) if parts_i else np.zeros(0, np.int64)
         self._m = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int32)
         self._s = np.concatenate(parts_s) if parts_s else np.zeros(0, np.int32)
-        if seed is not None:
-            order = np.random.default_rng(seed).permutation(self._b.shape[0])
+        if seed is not None and self._b.size:
+            item = np.concatenate(parts_g)
+            bench_of = np.array([list(items).index(blk.benchmark) for blk in self.blocks],
+                                dtype=np.int64)[self._b]
+            rank = np.zeros(item.size, dtype=np.float64)
+            for j, number in enumerate(items.values()):
+                here = bench_of == j
+                # The report's permutation of this benchmark's items: item perm[r] comes r-th.
+                perm = np.random.default_rng(seed).permutation(len(number))
+                position = np.empty(len(number), dtype=np.int64)
+                position[perm] = np.arange(len(number))
+                pos = position[item[here]]
+                # Events in item order (stable: an item's results keep their file order),
+                # then spread over [0, 1) so that the benchmarks' streams interleave evenly.
+                rank[here] = pos / max(len(number), 1)
+            order = np.lexsort((np.arange(item.size), rank))
             self._b, self._i, self._m = self._b[order], self._i[order], self._m[order]
             self._s = self._s[order]
 

@@ -1,10 +1,12 @@
 """Terminal view of the embedded monitor, laid out for the terminal it runs in (80 × 24 up).
 
 From the top: where to look (the web board and the JSON routes), the replay's progress, each
-benchmark's state in one line, a one-line legend with the decision threshold, then one line
-per model in ranking order with its verdict against the next model down — the anytime
-verdict and, beside it, the cluster-robust one. Model names are abbreviated to fit, and
-names that differ stay different. The last lines say what is not shown and where to look next.
+benchmark's state in one line (the count of resolved adjacent pairs, tiers, design), a
+one-line legend, then one line per model in ranking order with its rank set, tier and verdict
+against the next model down — the same verdicts, counts and rank sets as ``/ranking``, the
+board and ``/metrics``: a decided pair shows the item it was decided at and that the decision
+is final; an open one its evidence so far. Model names are shortened to fit, keeping the part
+that tells them apart. The last lines say what is not shown and where to look next.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-# Row layout: the columns after the name take 51 cells; the name gets what is left.
-_FIXED = 51
+# Row layout: the columns after the name take 50 cells; the name gets what is left.
+_FIXED = 50
 _MIN_NAME = 12
-_ALPHA_RUN = re.compile(r"[A-Za-z]+|[^A-Za-z]+")
+_TOKEN = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+# Verdict words longer than their column (8 cells).
+_SHORT = {"undecidable": "undecid.", "equivalent": "equiv."}
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -51,58 +55,84 @@ def _e(value: Any) -> str:
     return f"{mant}e{int(exp)}"
 
 
-def _shrink(name: str, width: int) -> str:
-    """``name`` in at most ``width`` cells: the longest words are cut first (the last one on
-    ties), numbers and punctuation are kept, and a name still too long loses its middle."""
-    if len(name) <= width:
-        return name
-    runs = _ALPHA_RUN.findall(name)
-    excess = len(name) - width
-    while excess > 0:
-        words = [i for i, r in enumerate(runs) if r.isalpha() and len(r) > 1]
-        if not words:
-            break
-        i = max(words, key=lambda j: (len(runs[j]), j))
-        runs[i] = runs[i][:-1]
-        excess -= 1
-    text = "".join(runs)
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+def _boundaries(name: str) -> set[int]:
+    """Positions between two tokens of ``name`` (a run of letters and digits, or one other
+    character), its ends included: where a cut reads as a whole word dropped."""
+    out, at = {0, len(name)}, 0
+    for token in _TOKEN.findall(name):
+        at += len(token)
+        out.add(at)
+    return out
+
+
+def _cut(name: str, width: int, others: Sequence[str]) -> str:
+    """``name`` in ``width`` cells as head + "…" + tail, keeping what tells it from
+    ``others``: of the cuts that keep, for every other name, a character where the two
+    differ (in the head, past their common prefix, or in the tail, past their common
+    suffix), the one on word boundaries with the most balanced head and tail."""
+    keep = width - 1
+    differ = []  # (common prefix, common suffix) with each other name
+    for other in others:
+        pre = 0
+        while pre < min(len(name), len(other)) and name[pre] == other[pre]:
+            pre += 1
+        suf = 0
+        while (suf < min(len(name), len(other)) - pre
+               and name[len(name) - 1 - suf] == other[len(other) - 1 - suf]):
+            suf += 1
+        differ.append((pre, suf))
+    bounds = _boundaries(name)
+    best: tuple[tuple[int, int, int], str] | None = None
+    for head in range(1, keep):
+        tail = keep - head
+        told = sum(head > pre or tail > suf for pre, suf in differ)
+        # A kept edge reads as a whole word when the cut falls between tokens next to a
+        # letter or digit (not on a space or a comma left hanging at the ellipsis).
+        start = len(name) - tail
+        whole = ((head in bounds and name[head - 1].isalnum())
+                 + (start in bounds and name[start].isalnum()))
+        # More names told apart first; then whole words and a head about as long as the tail
+        # (a name's family comes first, its size and variant last), a whole word worth four
+        # cells of imbalance.
+        score = (told, 4 * whole - abs(head - tail - 1), 0)
+        if best is None or score > best[0]:
+            best = (score, name[:head] + "…" + name[len(name) - tail:])
+    assert best is not None
+    return best[1]
 
 
 def abbreviate(names: Sequence[str], width: int) -> dict[str, str]:
     """Each name in at most ``width`` cells, distinct names kept distinct.
 
-    Names that fit stay as they are; longer ones are shortened by :func:`_shrink`. Where two
-    shortened names would read the same, the later ones end in ``~k`` instead.
+    Names that fit stay as they are; a longer one keeps its head and its tail around an
+    ellipsis, cut where it differs from the other names (:func:`_cut`). Where two shortened
+    names would still read the same, the later ones end in ``~k`` instead.
 
     Examples
     --------
     >>> short = abbreviate(["Meta-Llama-3_1-70B-Instruct", "Meta-Llama-3_1-8B-Instruct",
-    ...                     "Meta-Llama-3_1-70B"], 18)
+    ...                     "Meta-Llama-3_1-70B", "merged(2026-02, probably gemini-3.1-pro)"], 18)
     >>> short["Meta-Llama-3_1-70B-Instruct"], short["Meta-Llama-3_1-8B-Instruct"]
-    ('Met-Lla-3_1-70B-In', 'Met-Lla-3_1-8B-Ins')
-    >>> len(set(short.values()))
-    3
+    ('Meta-…70B-Instruct', 'Meta…1-8B-Instruct')
+    >>> abbreviate(["merged(2026-02, probably gemini-3.1-pro)"], 30)
+    {'merged(2026-02, probably gemini-3.1-pro)': 'merged(2026-02…gemini-3.1-pro)'}
     """
     if width < 3:
         raise ValueError(f"`width` must be at least 3, got {width}")
     out: dict[str, str] = {}
-    taken: set[str] = set(n for n in names if len(n) <= width)
-    for name in names:
-        if name in out:
-            continue
+    distinct = list(dict.fromkeys(names))
+    taken: set[str] = set(n for n in distinct if len(n) <= width)
+    for name in distinct:
         if len(name) <= width:
             out[name] = name
             continue
-        short = _shrink(name, width)
+        others = [n for n in distinct if n != name]
+        short = _cut(name, width, others)
         k = 1
         while short in taken:
             k += 1
             tag = f"~{k}"
-            short = _shrink(name, width - len(tag)) + tag
+            short = _cut(name, width - len(tag), others) + tag
         taken.add(short)
         out[name] = short
     return out
@@ -157,6 +187,23 @@ def _evidence(pair: Mapping[str, Any]) -> str:
     return f"{min(share, 9.99):.0%}"
 
 
+def _verdict_cells(pair: Mapping[str, Any], name: str) -> tuple[str, str, str, str]:
+    """(verdict word, the item it was decided at, evidence, style) of a model's pair with the
+    next model down, as the ranking route gives the pair: any verdict the core gives is shown
+    by its word; a decided one with its item and as final, an open one with its evidence."""
+    verdict = str(pair.get("verdict", ""))
+    decided = pair.get("decided") or {}
+    at = "" if not decided.get("n") else f"@{decided['n']}"
+    if verdict == f"resolved:{name}":
+        return "resolved", at, "final", "bold green"
+    if verdict.startswith("resolved:"):
+        return "below ↑", at, "final", "magenta"  # the model below is better
+    if verdict == "unresolved":
+        return "open", "", _evidence(pair), "yellow"
+    word = verdict.split(":", 1)[0]  # undecidable, equivalent, or a verdict added later
+    return _SHORT.get(word, word[:8]), at, "final" if at else "–", "cyan"
+
+
 def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows: int
                 ) -> tuple[list[Text], int, bool]:
     """The lines of one benchmark: a status line, the legend, the column heads and at most
@@ -166,20 +213,27 @@ def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows:
     pairs = ranking.get("pairs", [])
     name_w = max(width - _FIXED, _MIN_NAME)
     short = abbreviate([str(m["model"]) for m in models], name_w)
-    resolved = sum(1 for p in pairs if p.get("verdict") != "unresolved")
-    clustered = sum(1 for p in pairs if (p.get("cluster_anytime") or {}).get("excludes_zero"))
+    resolved = sum(1 for p in pairs if str(p.get("verdict", "")).startswith("resolved:"))
+    others: dict[str, int] = {}
+    for p in pairs:
+        kind = str(p.get("verdict", "")).split(":", 1)[0]
+        if kind not in ("resolved", "unresolved"):
+            others[kind] = others.get(kind, 0) + 1
     thresholds = sorted({float(p["e_threshold"]) for p in pairs if p.get("e_threshold")})
     thr = ("–" if not thresholds else _e(thresholds[0]) if len(thresholds) == 1
            else f"{_e(thresholds[0])}–{_e(thresholds[-1])}")
-    status = Text(_fit(f"{benchmark}: {len(models)} models · {resolved}/{len(pairs)} pairs "
-                       f"resolved ({clustered} cl) · {ranking.get('tiers', 0)} tiers · ranking "
-                       f"{'RESOLVED' if ranking.get('resolved') else 'open'}", width),
-                  style="bold")
-    # Every code of the column heads, whole at 80 columns even with a range of thresholds.
-    legend = Text(_fit(f"E≥1/γ={thr} resolves · T tier · cl✓ cluster CS excl. 0 · "
-                       "ev logE/log(1/γ)", width), style="dim")
+    extra = "".join(f" · {n} {kind}" for kind, n in others.items())
+    design = ranking.get("design")
+    status = Text(_fit(f"{benchmark}: {len(models)} models · {resolved}/{len(pairs)} adjacent "
+                       f"resolved{extra} · {ranking.get('tiers', 0)} tiers"
+                       + (f" · {design}" if design else "")
+                       + f" · ranking {'RESOLVED' if ranking.get('resolved') else 'open'}",
+                       width), style="bold")
+    # Read once: what a decided row says, what an open one says, and the column codes.
+    legend = Text(_fit(f"resolved @n: decided at item n, final · ev: logE/log(1/γ={thr}) · "
+                       "T tier", width), style="dim")
     head = Text(f"{'#':>2} {'model':<{name_w}} {'mean':>5} {'ranks':>5} {'T':>2} "
-                f"{'vs next':<9} {'cl':<2} {'δ̂':>7} {'q_AV':>5} {'ev':>4}", style="bold")
+                f"{'vs next':<8} {'at':>6} {'δ̂':>7} {'ev':>5}", style="bold")
     lines = [status, legend, head]
     negative = False
     for r, m in enumerate(models[:rows]):
@@ -195,23 +249,16 @@ def board_lines(benchmark: str, ranking: Mapping[str, Any], *, width: int, rows:
         if pair is None:
             lines.append(line)
             continue
-        verdict = str(pair.get("verdict", ""))
-        if verdict == f"resolved:{name}":
-            line.append(f"{'resolved':<9}", style="bold green")
-        elif verdict.startswith("resolved:"):
-            line.append(f"{'below ↑':<9}", style="magenta")  # the model below is better
-        else:
-            line.append(f"{'open':<9}", style="yellow")
-        cl = (pair.get("cluster_anytime") or {}).get("excludes_zero")
-        line.append(f" {'✓' if cl else '·' if cl is not None else '–':<2}",
-                    style="green" if cl else "dim")
+        word, at, ev, style = _verdict_cells(pair, name)
+        line.append(f"{word:<8}", style=style)
+        line.append(f" {at:>6}", style=style)
         delta = pair.get("delta")
         if pair.get("model_a") != name and delta is not None:
             delta = -float(delta)  # δ̂ of this model minus the next one
         mark = "†" if delta is not None and float(delta) < 0 else " "
         negative |= mark == "†"
-        line.append(f" {_fmt(delta, '+.4f'):>6}{mark} {_fmt(pair.get('q_anytime'), '.2f'):>5} "
-                    f"{_evidence(pair):>4}")
+        line.append(f" {_fmt(delta, '+.4f'):>6}{mark}")
+        line.append(f" {ev:>5}", style=style if ev == "final" else "")
         lines.append(line)
     return lines, max(len(models) - rows, 0), negative
 

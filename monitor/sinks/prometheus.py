@@ -175,12 +175,14 @@ class MonitorCollector(Collector):
                               labels=_PAIR_LABELS),
             GaugeMetricFamily(
                 "llm_monitor_pair_resolution_ratio",
-                "N / N* of the pair: fixed-N, cluster-robust, or anytime-valid (family-corrected).",
+                "N / N* of the pair: fixed-N (kind fixed; cluster or strata with the design "
+                "effect; planning figures for one look) or anytime-valid (kind anytime).",
                 labels=(*_PAIR_LABELS, "kind"),
             ),
             GaugeMetricFamily("llm_monitor_pair_resolved",
-                              "1 when the pair is resolved (anytime: decided at its first "
-                              "crossing, for good), else 0.",
+                              "1 when the pair's verdict is resolved (its anytime decision "
+                              "under the benchmark's design: decided at its first crossing, "
+                              "final), else 0.",
                               labels=_PAIR_LABELS),
             GaugeMetricFamily("llm_monitor_pair_e_threshold",
                               "1/γ: the threshold of the pair's e-process, from its fixed share "
@@ -269,11 +271,15 @@ class MonitorCollector(Collector):
                 items.add_metric(labels, float(fig.n))
                 delta.add_metric(labels, fig.delta)
                 e_value.add_metric(labels, fig.e_value)
-                for kind, value in (("fixed", fig.q), ("cluster", fig.q_grouped),
+                # The design effect's q under the benchmark's design: stratified under strata.
+                grouped = "strata" if fig.group_kind == "strata" else "cluster"
+                for kind, value in (("fixed", fig.q), (grouped, fig.q_grouped),
                                     ("anytime", fig.q_anytime)):
                     if value is not None:
                         ratio.add_metric([*labels, kind], value)
-                resolved.add_metric(labels, 0.0 if view.verdict == "unresolved" else 1.0)
+                # 1 for a resolved verdict only: the one the ranking route and the board show
+                # (an undecidable or, later, an equivalent pair is not resolved).
+                resolved.add_metric(labels, 1.0 if view.verdict.startswith("resolved:") else 0.0)
                 threshold.add_metric(labels, 1.0 / fig.e_alpha)
         yield from (items, delta, e_value, ratio, resolved, threshold, rk_resolved,
                     rk_unresolved, rk_tiers, rk_top, rank_low, rank_high, model_mean,

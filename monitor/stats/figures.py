@@ -282,20 +282,6 @@ class PairFigures:
         with np.errstate(over="ignore"):
             return np.exp(self.log_e)
 
-    def resolved(self) -> BoolArray:
-        """Resolved at fixed N: q ≥ 1."""
-        return self.q >= 1.0
-
-    def resolved_grouped(self) -> BoolArray | None:
-        """q_cluster ≥ 1 (or q_strata ≥ 1); None without groups."""
-        return None if self.q_grouped is None else self.q_grouped >= 1.0
-
-    def resolved_anytime(self) -> BoolArray:
-        """Decided at a first crossing (with paths), else E_n ≥ 1/e_alpha now."""
-        if self.decided is not None:
-            return self.decided != 0
-        return self.log_e >= -np.log(self.e_alpha)
-
     def verdict_code(self) -> NDArray[np.int8]:
         """The pair's verdict under the declared design: +1 (A resolved better), −1 (B),
         2 (equivalent within the margin), 0 (open). Sampled clusters: the clustered decision;
@@ -572,7 +558,7 @@ def pair_figures(
         constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
             ("mcnemar", mcnemar), ("bounded", ~mcnemar))
         # Sized for the rule that decides: with paths, a one-sided e-process reaching 2/γ
-        # (stats.sequential); without, E ≥ 1/e_alpha now (resolved_anytime).
+        # (stats.sequential); without, E ≥ 1/e_alpha now.
         rule: Literal["side", "mean"] = "side" if paths is not None else "mean"
         for construction, mask in constructions:
             for level in np.unique(e_levels[mask]):  # one boundary table per level

@@ -36,8 +36,8 @@ Method = Literal["simultaneous", "marginal"]
 Covariance = Literal["iid", "cluster", "strata"]
 METHODS: tuple[str, ...] = ("simultaneous", "marginal")
 
-__all__ = ["METHODS", "PairResolution", "RankSets", "means_covariance", "rank_sets",
-           "rank_sets_from_resolved", "resolve_pairs", "tiers"]
+__all__ = ["METHODS", "PairResolution", "RankSets", "consistent_order", "means_covariance",
+           "rank_sets", "rank_sets_from_resolved", "ranks_and_tiers", "resolve_pairs", "tiers"]
 
 # The normal draws are made in blocks of at most this many pair values: the blocks fix which
 # random numbers each draw gets (the same rank sets for the same seed).
@@ -157,6 +157,35 @@ def ranks_and_tiers(resolved: ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
     low = 1 + r.sum(axis=0, dtype=np.int64)
     high = m - r.sum(axis=1, dtype=np.int64)
     return low, high, _tiers(np.arange(m, dtype=np.int64), r)
+
+
+def consistent_order(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
+    """The ranking: by mean score, except that a model resolved above another always comes
+    first (a topological order of the decisions, ties broken by mean).
+
+    Means are over each model's own items and decisions over paired items, so with missing
+    items the two can disagree; the displayed rank then stays inside the model's rank set.
+    A cycle of decisions (only possible through a false one) falls back to the mean order.
+    """
+    import heapq
+
+    sub = above[np.ix_(by_mean, by_mean)]
+    if not np.tril(sub).any():
+        # No decision goes against the mean order (every edge runs down the list): the
+        # topological order below would return the mean order itself, without a step per edge.
+        return tuple(by_mean)
+    indegree = sub.sum(axis=0).astype(np.int64)
+    ready = [r for r in range(len(by_mean)) if indegree[r] == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        r = heapq.heappop(ready)
+        out.append(by_mean[r])
+        for c in np.flatnonzero(sub[r]).tolist():
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                heapq.heappush(ready, c)
+    return tuple(out) if len(out) == len(by_mean) else tuple(by_mean)
 
 
 def means_covariance(scores: ArrayLike, *, groups: ArrayLike | None = None,

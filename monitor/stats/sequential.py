@@ -32,7 +32,7 @@ reads it (docs/anytime.md, "One guarantee for the life of the board"):
   seen so far stays frozen, the excluded items never enter what follows.
 
 :func:`advance` is the one implementation of the sequential part, called by the live core on
-each batch's new paired items and by ``report --anytime``'s replay on the table's rows, so
+each batch's new paired items and by ``report``'s replay on the table's rows, so
 live and offline take the same decisions on the same order.
 """
 

@@ -239,9 +239,10 @@ class HealthProbe:
 
 
 def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, Any]:
-    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order,
-    with the item-level decisions the monitor takes under its default design (the clusters
-    read as strata: `--cluster-col` would declare sampled clusters, another verdict)."""
+    """``llm-monitor report`` on the acknowledged events, in acknowledgement order (the
+    order the monitor took them in: ``--order file``), with the item-level decisions the
+    monitor takes under its default design (the clusters read as strata: `--cluster-col`
+    would declare sampled clusters, another verdict)."""
     import csv
 
     with path.open("w", newline="") as fh:
@@ -249,7 +250,7 @@ def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, 
         w.writerow(["item_id", "model", "score", "cluster"])
         for ev in acknowledged:
             w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
-    res = cli("report", str(path), "--anytime", "--order", "file", "--strata-col", "cluster",
+    res = cli("report", str(path), "--order", "file", "--strata-col", "cluster",
               "--json", timeout=120)
     assert res.returncode == 0, res.stderr
     return dict(json.loads(res.stdout))

@@ -1,6 +1,6 @@
 """SIGKILL the embedded monitor at random points of a 52,000-result ingest of real MMLU-Pro data;
 restart on the same database each time, resend what was not acknowledged, finish — and the
-final state must equal ``llm-monitor report --anytime`` on the acknowledged events."""
+final state must equal ``llm-monitor report --order file`` on the acknowledged events."""
 
 from __future__ import annotations
 
@@ -219,13 +219,9 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
         # The same decision at the same paired item: the replay follows each pair's items in
         # the order they were acknowledged, as the monitor did across its restarts.
         assert p["e_threshold"] == pytest.approx(want["e_threshold"], rel=1e-12), key
-        if want["resolved_anytime"]:
-            winner = key[0] if want["anytime_direction"] > 0 else key[1]
-            assert p["verdict"] == f"resolved:{winner}", key
-            assert p["decided"]["n"] == want["first_resolved_at"], key
-        else:
-            assert p["verdict"] == "unresolved", key
-    assert sum(w["resolved_anytime"] for w in want_pairs.values()) >= 1
+        assert p["verdict"] == want["verdict"], key
+        assert (p["decided"] or {}).get("n") == (want["decided"] or {}).get("n"), key
+    assert sum(w["decided"] is not None for w in want_pairs.values()) >= 1
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ import pytest
 from monitor.cli import main
 from tests.conftest import terminal_env
 
-CONTRACT = ("model_a", "model_b", "n", "delta", "sigma_d2", "rho", "n_star", "q", "mde",
-            "design_effect", "q_cluster", "p_value", "p_adjusted", "resolved")
+CONTRACT = ("model_a", "model_b", "verdict", "decided", "design", "n", "delta", "sigma_d2", "rho",
+            "e_value", "e_threshold", "cs_low", "cs_high", "q_anytime", "fixed_n")
+FIXED_N = ("n_star", "q", "mde", "design_effect", "q_cluster", "p_value", "p_adjusted")
 
 
 def _cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
@@ -38,9 +39,15 @@ def test_mmlu_wide_json_contract(shared_data: Path) -> None:
     for pair in rep["pairs"]:
         for key in CONTRACT:
             assert key in pair, key
-        assert pair["q_cluster"] is not None and pair["design_effect"] > 0
+        for key in FIXED_N:
+            assert key in pair["fixed_n"], key
+        assert pair["fixed_n"]["q_cluster"] is not None and pair["fixed_n"]["design_effect"] > 0
+        # Sampled clusters, 14 of them: no decision is valid, and each pair says why.
+        assert pair["verdict"] == "undecidable" and "14 clusters" in pair["undecidable"]
+        assert pair["decided"] is None and pair["clusters"]["seen"] == 14
     assert rep["groups"] == {"kind": "cluster", "column": "category", "n_groups": 14}
-    assert rep["family"] == "adjacent" and rep["correction"] == "holm"
+    assert rep["design"] == "clusters" and rep["verdicts"]["undecidable"] == 31
+    assert rep["family"] == "adjacent" and rep["fixed_n"]["correction"] == "holm"
 
 
 @pytest.mark.integration
@@ -51,8 +58,12 @@ def test_human_output_states_family_correction_and_groups(shared_data: Path,
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "family: adjacent pairs of the ranking (31 pairs)" in out
-    assert "correction: holm" in out and "as CLUSTERS" in out
-    assert "RESOLVED" in out and "verdicts (31 pairs):" in out
+    words = " ".join(out.split())
+    assert "design: sampled clusters ('category', 14 groups)" in words
+    assert "items replayed in a seeded shuffled order (seed 0)" in words
+    assert "0 of 31 adjacent pairs resolved (decided, final) · 0 unresolved · 31 undecidable" \
+        in words
+    assert "RESOLVED" not in out and "fixed-N only" not in out
     # Piped output takes the terminal's width, and at least 120 columns (a narrower one would
     # squeeze the model names out): the longest name sits on one line only when wider.
     width = max(columns, 120)
@@ -78,8 +89,9 @@ def test_human_table_has_one_layout_per_family(
     cols = header.split()
     assert ("A" in cols and "B" in cols) == (family == "all"), header
     assert ("model" in cols) == (family == "adjacent"), header
-    assert cols.count("q") == 1, header
-    rows = [line for line in res.stdout.splitlines() if re.match(r"\s*\d+\.?\s", line)]
+    assert cols.count("q¹") == 1 and cols.count("verdict") == 1, header
+    rows = [line for line in res.stdout.splitlines() if re.match(r"\s*\d+\.?\s", line)
+            and "pairs resolved (decided, final)" not in line]  # the headline
     # All pairs: 10 pair rows, then the ranking with its rank sets (5 rows) in its own table.
     assert len(rows) == (5 if family == "adjacent" else 10 + 5), res.stdout
     assert sum(bool(re.search(r"\[\d+, \d+\]", line)) for line in rows) == 5, res.stdout
@@ -99,8 +111,8 @@ def test_long_and_gsm8k_tables_through_the_cli(
     rc = main(["report", str(shared_data / "mmlu_pro_item_correctness_long.csv.gz"),
                "--strata-col", "category", "--na-as-absent", "--json"])
     rep = json.loads(capsys.readouterr().out)
-    assert rc == 0 and rep["groups"]["kind"] == "strata"
-    assert all(p["q_strata"] is not None for p in rep["pairs"])
+    assert rc == 0 and rep["groups"]["kind"] == "strata" and rep["design"] == "strata"
+    assert all(p["fixed_n"]["q_strata"] is not None for p in rep["pairs"])
 
 
 @pytest.mark.parametrize(
@@ -140,16 +152,18 @@ def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
 
 def test_mmlu_top10_figures_quoted_in_docs(shared_data: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # docs/mmlu-pro-top10.md quotes these verdict counts; they must stay what the CLI prints.
+    # docs/mmlu-pro-top10.md quotes these fixed-N counts; they must stay what the CLI prints.
     base = ["report", str(shared_data / "mmlu_pro_item_correctness_wide.csv"), "--exclude",
             "src", "--complete-only", "--top", "10", "--json"]
     assert main([*base, "--cluster-col", "category"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert [r["n"] for r in rep["ranking"]] == [12_032] * 10
     assert rep["ranking"][0]["model"] == "gpt-4o(2024-05, per-category upload)"
-    v = rep["verdicts"]
-    assert (v["pairs"], v["resolved"], v["resolved_cluster"], v["significant"]) == (9, 6, 2, 6)
-    des = [p["design_effect"] for p in rep["pairs"]]
+    fixed = [p["fixed_n"] for p in rep["pairs"]]
+    counts = (len(fixed), sum(f["q"] >= 1 for f in fixed), sum(f["q_cluster"] >= 1 for f in fixed),
+              sum(f["significant"] for f in fixed))
+    assert counts == (9, 6, 2, 6)
+    des = [f["design_effect"] for f in fixed]
     assert 4.4 < min(des) < 4.6 and 40 < max(des) < 40.5
 
 
@@ -162,11 +176,13 @@ def test_mmlu_rank_sets_and_tiers(shared_data: Path, capsys: pytest.CaptureFixtu
     rep = json.loads(capsys.readouterr().out)
     assert len(rep["ranking"]) == 32
     for e in rep["ranking"]:
-        assert 1 <= e["rank_low"] <= e["rank"] <= e["rank_high"] <= 32, e
-        assert isinstance(e["tier"], int) and e["tier"] >= 1
-    tiers = [e["tier"] for e in rep["ranking"]]
+        assert 1 <= e["fixed_n_rank_low"] <= e["rank"] <= e["fixed_n_rank_high"] <= 32, e
+        assert isinstance(e["fixed_n_tier"], int) and e["fixed_n_tier"] >= 1
+        # No decision under 14 sampled clusters: every rank is open, one tier.
+        assert (e["rank_low"], e["rank_high"], e["tier"]) == (1, 32, 1)
+    tiers = [e["fixed_n_tier"] for e in rep["ranking"]]
     assert tiers == sorted(tiers) and tiers[0] == 1
-    info = rep["rank_sets"]
+    info = rep["fixed_n"]["rank_sets"]
     assert info["method"] == "simultaneous" and info["covariance"] == "cluster-robust"
     assert info["alpha"] == 0.05 and info["draws"] == 2000 and info["tiers"] == tiers[-1]
     assert info["exact_correlation"] is False  # some models lack items
@@ -174,6 +190,7 @@ def test_mmlu_rank_sets_and_tiers(shared_data: Path, capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["ranking"] == rep["ranking"]
     assert main([*args, "--rank-sets", "marginal", "--rank-seed", "7"]) == 0
     marg = json.loads(capsys.readouterr().out)
-    assert marg["rank_sets"]["method"] == "marginal" and marg["rank_sets"]["seed"] == 7
+    marg_sets = marg["fixed_n"]["rank_sets"]
+    assert marg_sets["method"] == "marginal" and marg_sets["seed"] == 7
     assert main([*args, "--rank-sets", "bootstrap"]) == 2
     assert "--rank-sets must be one of simultaneous, marginal" in capsys.readouterr().err

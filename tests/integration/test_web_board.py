@@ -180,12 +180,29 @@ async def _drive(browser: Chromium, base: str, token: str, quoted: str,
             verdicts = await tab.evaluate(
                 "Array.from(document.querySelectorAll('#pairs tbody tr td:nth-child(5)'))"
                 ".map(td => td.textContent)")
-            for text, p in zip(verdicts, api["pairs"], strict=True):
-                assert text.startswith("unresolved" if p["verdict"] == "unresolved"
-                                       else "resolved: " + p["verdict"].split(":", 1)[1]), text
+            decided = await tab.evaluate(
+                "Array.from(document.querySelectorAll('#pairs tbody tr td:nth-child(6)'))"
+                ".map(td => td.textContent)")
+            for text, at, p in zip(verdicts, decided, api["pairs"], strict=True):
+                assert text == ("open" if p["verdict"] == "unresolved"
+                                else "resolved: " + p["verdict"].split(":", 1)[1]), text
+                # A decision says its item and that it is final.
+                assert at == ("–" if p["decided"] is None
+                              else f"n={p['decided']['n']:,}, final"), at
             legend = await tab.evaluate("document.getElementById('legend').textContent")
-            thr = api["pairs"][0]["e_threshold"]
-            assert f"{thr:.1e}".replace("e+0", "e+") in legend, legend
+            # The thresholds' range, as the page writes numbers: x.xe+y from 1e4, else three
+            # figures (JavaScript's toPrecision(3)). Thresholds are 1/γ ≥ 20.
+            def sci(x: float) -> str:
+                if x >= 1e4:
+                    return f"{x:.1e}".replace("e+0", "e+")
+                if x >= 1e3:
+                    return f"{x:.2e}".replace("e+0", "e+")
+                return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+            thresholds = sorted(p["e_threshold"] for p in api["pairs"])
+            want_thr = (sci(thresholds[0]) if thresholds[0] == thresholds[-1]
+                        else f"{sci(thresholds[0])}–{sci(thresholds[-1])}")
+            assert f"threshold 1/γ = {want_thr} " in legend, legend
             loads = len([e for e in tab.events if e.get("method") == "Page.loadEventFired"])
             assert loads == navigations, "the page reloaded itself"
             await tab.screenshot(shots / "board-3-caught-up.png")

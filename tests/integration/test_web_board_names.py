@@ -84,11 +84,12 @@ async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path
                 "Array.from(document.querySelectorAll('#pairs tbody td.name'))"
                 ".map(td => td.getBoundingClientRect().width)")
             assert len(widths) == len(pairs) and min(widths) >= 200, widths
-            # Results without clusters have no cluster verdict: none is counted as "0 / 3".
+            # One count of the verdicts, the ranking route's: no second "resolved" card.
             cards = await tab.evaluate("Array.from(document.querySelectorAll('#summary .card'))"
                                        ".map(c => c.textContent)")
-            assert any(c.startswith("… cluster interval") and c.endswith("– (no clusters)")
-                       for c in cards), cards
+            resolved = sum(str(p["verdict"]).startswith("resolved:") for p in pairs)
+            assert f"adjacent pairs resolved (decided, final){resolved} / {len(pairs)}" in cards
+            assert sum("resolved" in c for c in cards if not c.startswith("ranking")) == 1, cards
             # The ingest rate comes from the ranking it polls, never from /metrics (megabytes
             # and a second of the server's CPU on a board of many benchmarks, every 2 s).
             rate = ("Array.from(document.querySelectorAll('#summary .card'))"

@@ -3,7 +3,8 @@
 The demo replays the real MMLU-Pro table; the screen is read with ``tmux capture-pane``
 during the replay and after it. Every screen must keep the URLs on top, show the legend with
 the threshold, show distinct model names (each the abbreviation of the model at that rank on
-the ranking route), and, once the replay is done, end with where to look next.
+the ranking route), say of each decided pair the item it was decided at and that it is final,
+and, once the replay is done, end with where to look next.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +29,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 80, 24
-ROW = re.compile(r"^\s*(\d+) (.{29}) ")
+NAME_W = WIDTH - 50  # monitor.runners.view: the columns after the name take 50 cells
+ROW = re.compile(rf"^\s*(\d+) (.{{{NAME_W}}}) ")
 
 
 def _free_port() -> int:
@@ -41,10 +44,14 @@ def _tmux(*args: str) -> str:
                           timeout=30).stdout
 
 
-def _ranking(port: int) -> list[str]:
+def _route(port: int) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/benchmarks/mmlu_pro/ranking",
                                 timeout=30) as resp:
-        return [m["model"] for m in json.loads(resp.read())["models"]]
+        return dict(json.loads(resp.read()))
+
+
+def _ranking(port: int) -> list[str]:
+    return [m["model"] for m in _route(port)["models"]]
 
 
 def _check_screen(screen: str, port: int) -> list[str]:
@@ -52,8 +59,9 @@ def _check_screen(screen: str, port: int) -> list[str]:
     assert len(lines) <= HEIGHT and all(len(line) <= WIDTH for line in lines), screen
     top = "\n".join(lines[:3])
     assert f"board http://127.0.0.1:{port}/" in top, screen
-    legend = next((line for line in lines if line.startswith("E≥1/γ=")), None)
-    assert legend is not None and re.match(r"E≥1/γ=\d", legend), screen
+    legend = next((line for line in lines if line.startswith("resolved @n: ")), None)
+    assert legend is not None and re.search(r"decided at item n, final · ev: logE/log\(1/γ=\d",
+                                            legend), screen
     names = [m.group(2).rstrip() for line in lines if (m := ROW.match(line))]
     assert len(names) >= 10, screen
     assert len(set(names)) == len(names), f"names repeat on screen:\n{screen}"
@@ -81,7 +89,7 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
                 break
             if "replay [" in screen and sum(bool(ROW.match(x)) for x in screen.split("\n")) >= 10:
                 names = _check_screen(screen, port)
-                short = abbreviate(_ranking(port), 29)
+                short = abbreviate(_ranking(port), NAME_W)
                 # Each name shown stands for a model of the board (the ranking may move
                 # between the screen and the request, so only membership is checked).
                 assert set(names) <= set(short.values()), (names, short)
@@ -91,16 +99,31 @@ def test_demo_in_80x24_keeps_names_distinct_and_says_where_to_look(shared_data: 
         assert seen_during, "no screen was read during the replay"
         names = _check_screen(final, port)
         # After the replay the ranking stands still: row k is the model at rank k.
-        ranking = _ranking(port)
-        short = abbreviate(ranking, 29)
+        route = _route(port)
+        ranking = [m["model"] for m in route["models"]]
+        short = abbreviate(ranking, NAME_W)
         assert names == [short[m] for m in ranking[:len(names)]]
+        # The status line counts the ranking route's verdicts; each row of a decided pair
+        # says the item it was decided at, and "final", never a current evidence percentage.
+        resolved = sum(p["verdict"].startswith("resolved:") for p in route["pairs"])
+        assert f"mmlu_pro: 32 models · {resolved}/31 adjacent resolved · {route['tiers']} " \
+            "tiers · strata · ranking" in final, final
+        rows = [line for line in final.split("\n") if ROW.match(line)]
+        for row, pair in zip(rows, route["pairs"], strict=False):
+            if pair["decided"] is not None:
+                assert f"@{pair['decided']['n']}" in row and row.rstrip().endswith("final"), row
+                assert "%" not in row, row
+            else:
+                assert " open " in row and row.rstrip().endswith("%"), row
         assert len(ranking) == 32 and f"+{32 - len(names)} models below" in final
         tail = final.rstrip("\n").split("\n")[-4:]
         text = "\n".join(tail)
         assert f"next: board http://127.0.0.1:{port}/" in text
         assert "/v1/benchmarks/mmlu_pro/report.html" in text
-        assert "llm-monitor report" in text and "--html report.html" in text
-        assert "--order shuffle" in text  # as the demo's replay: files sorted by subject
+        words = " ".join(text.split())  # the command wraps onto up to three lines
+        assert "llm-monitor report" in words and "--html report.html" in words
+        # The demo's design and seed: the report takes the same decisions.
+        assert "--strata-col category" in " ".join(text.split()) and "--seed 0" in text
         assert "still serving" not in text  # the old dead end is gone
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=30)

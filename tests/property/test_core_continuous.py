@@ -99,7 +99,8 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
     # replay of the same rows in the same order gives the same e-values and decisions.
     sub = ScoreTable(source="t", benchmark=None, item_ids=np.arange(int(keep.sum())).astype(str),
                      models=tuple(table.models), scores=xm[keep])
-    rep = anytime_replay(sub, (a, b), planned_models=mon.config.planned_models)
+    rep = anytime_replay(sub, (a, b), order="file", seed=None,
+                         planned_models=mon.config.planned_models)
     np.testing.assert_allclose(table.all_figures().log_e.reshape(k, k)[a, b], rep.figures.log_e,
                                rtol=1e-9, atol=1e-9, err_msg="log_e")
     assert rep.figures.decided is not None

@@ -1,4 +1,4 @@
-"""report --anytime fields against a brute-force replay; power/calibrate CLI keys."""
+"""The report's verdict keys against a brute-force replay; power/calibrate CLI keys."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from monitor.cli import main
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import anytime_replay
+from monitor.offline.report import AnytimeReplay, pair_objects
 from monitor.stats import eprocess as ep
 from monitor.stats import sequential as sq
 
@@ -31,6 +32,14 @@ def _birth(x: np.ndarray) -> np.ndarray:
     return birth
 
 
+def _fields(replay: AnytimeReplay, a: np.ndarray, b: np.ndarray) -> list[dict[str, object]]:
+    """The verdict and anytime keys of the report's pair objects (A = a[k], names a…e)."""
+    idx = np.arange(a.size, dtype=np.int64)
+    names = np.array(list("abcde"))
+    return pair_objects(replay.headline_columns(idx, names[a].tolist(), names[b].tolist())
+                        + replay.figure_columns(idx))
+
+
 @pytest.mark.parametrize("rule", ["board", "family"])
 def test_first_resolved_at_matches_brute_force(rule: str) -> None:
     table = _table(np.random.default_rng(0))
@@ -38,7 +47,7 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
     for order, seed in [("file", None), ("shuffle", 3)]:
         replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule,
                                 planned_models=32)
-        fields = [replay.pair_fields(k) for k in range(a.size)]
+        fields = _fields(replay, a, b)
         x = table.scores if seed is None else table.scores[np.random.default_rng(seed).permutation(3000)]
         birth = _birth(x)
         for k in range(a.size):
@@ -55,17 +64,22 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
             # each direction by its own one-sided e-process at γ/2
             plus, minus = ep.log_e_mcnemar_sides(n10, n01)
             hits = np.flatnonzero(np.maximum(plus, minus) >= np.log(2 / gamma))
-            assert fields[k]["first_resolved_at"] == (int(hits[0]) + 1 if hits.size else None)
-            assert fields[k]["e_threshold"] == pytest.approx(1 / gamma)
-            assert fields[k]["log_e_value"] == pytest.approx(float(le[-1]), rel=1e-12, abs=1e-12)
-            assert fields[k]["resolved_anytime"] == bool(hits.size)
+            f = fields[k]
+            decided = f["decided"]
+            assert (None if decided is None else decided["n"]) == (  # type: ignore[index]
+                int(hits[0]) + 1 if hits.size else None)
+            assert f["e_threshold"] == pytest.approx(1 / gamma)
+            assert f["log_e_value"] == pytest.approx(float(le[-1]), rel=1e-12, abs=1e-12)
             if hits.size:
-                assert fields[k]["anytime_direction"] == (
-                    1 if plus[hits[0]] >= minus[hits[0]] else -1)
+                winner = "abcde"[a[k]] if plus[hits[0]] >= minus[hits[0]] else "abcde"[b[k]]
+                assert f["verdict"] == f"resolved:{winner}"
+                assert decided["final"] is True  # type: ignore[index]
+            else:
+                assert f["verdict"] == "unresolved"
     # a vs d differs by 0.25: resolved; d vs e has no gap.
     replay = anytime_replay(table, (a, b), order="shuffle", seed=1, rule=rule)
-    fields = [replay.pair_fields(k) for k in range(a.size)]
-    assert fields[2]["resolved_anytime"] and fields[2]["cs_low"] > 0
+    fields = _fields(replay, a, b)
+    assert fields[2]["verdict"] == "resolved:a" and fields[2]["cs_low"] > 0  # type: ignore[operator]
 
 
 def test_power_json_has_n_star_anytime(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,7 @@ def test_two_clusters_warn_in_the_human_report_and_the_json(
     assert (warning["kind"], warning["n_clusters"], warning["min_clusters"],
             warning["pairs"]) == ("few-clusters", 2, MIN_CLUSTERS, 2)
     assert "2 clusters" in warning["message"] and "indicative" in warning["message"]
-    assert [p["n_clusters"] for p in doc["pairs"]] == [2, 2]
+    assert [p["fixed_n"]["n_clusters"] for p in doc["pairs"]] == [2, 2]
     human = _report(table, capsys, "--cluster-col", "subject")
     assert f"WARNING: the design effect of 2 of 2 pairs comes from 2 clusters, fewer " \
            f"than {MIN_CLUSTERS}" in " ".join(human.split())
@@ -57,12 +57,12 @@ def test_enough_clusters_or_strata_give_no_warning(
     many = _table(tmp_path / "many.csv", n_clusters=MIN_CLUSTERS)
     doc = json.loads(_report(many, capsys, "--cluster-col", "subject", "--json"))
     assert doc["warnings"] == []
-    assert {p["n_clusters"] for p in doc["pairs"]} == {MIN_CLUSTERS}
+    assert {p["fixed_n"]["n_clusters"] for p in doc["pairs"]} == {MIN_CLUSTERS}
     assert "WARNING" not in _report(many, capsys, "--cluster-col", "subject")
     # Strata: the stratified variance is a within-stratum one, fine with two strata.
     two = _table(tmp_path / "two.csv", n_clusters=2)
     doc = json.loads(_report(two, capsys, "--strata-col", "subject", "--json"))
-    assert doc["warnings"] == [] and {p["n_clusters"] for p in doc["pairs"]} == {None}
+    assert doc["warnings"] == [] and {p["fixed_n"]["n_clusters"] for p in doc["pairs"]} == {None}
     assert "WARNING" not in _report(two, capsys, "--strata-col", "subject")
     doc = json.loads(_report(two, capsys, "--exclude", "subject", "--json"))
     assert doc["warnings"] == []

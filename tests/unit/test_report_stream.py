@@ -43,9 +43,26 @@ def _reports() -> list[ResolutionReport]:
                      correction="bh", rank_method="simultaneous"),
         build_report(_table(2, missing=0.05, kind=None), family="adjacent"),
     ]
+    # With the decisions: the verdict keys, the nested decided and fixed_n objects, and under
+    # sampled clusters (8 of them: too few to decide) the clusters block and the reasons.
     t = _table(3)
     out.append(with_anytime(build_report(t, family="all"), t, order="shuffle", seed=1))
+    t = _table(6, graded=True, missing=0.05, kind="strata")
+    out.append(with_anytime(build_report(t, family="adjacent", rank_method="simultaneous"), t))
+    t = _table(7, kind=None)
+    out.append(with_anytime(build_report(t, family="all"), t, order="file"))
     return out
+
+
+def test_the_reports_hold_every_kind_of_key() -> None:
+    # The documents compared above hold objects, nested objects, keys only some pairs have
+    # and every verdict the decisions give here; else the equality would prove less.
+    docs = [r.as_dict() for r in _reports()]
+    keys = {k for d in docs for p in d["pairs"] for k in p}
+    assert {"verdict", "decided", "fixed_n", "clusters", "undecidable", "n11"} <= keys
+    verdicts = {p["verdict"].split(":")[0] for d in docs for p in d["pairs"] if "verdict" in p}
+    assert verdicts == {"resolved", "unresolved", "undecidable"}
+    assert any(p.get("decided") is not None for d in docs for p in d["pairs"])
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 14])
@@ -116,9 +133,10 @@ def test_cli_json_is_the_whole_document(tmp_path: Path,
     out = capsys.readouterr().out
     from monitor.io.tables import read_table
 
-    rep = build_report(read_table(path, cluster_col="grp"), family="all",
-                       selection={"complete_only": False, "top": None},
-                       rank_method="simultaneous")
+    table = read_table(path, cluster_col="grp")
+    rep = with_anytime(build_report(table, family="all",
+                                    selection={"complete_only": False, "top": None},
+                                    rank_method="simultaneous"), table)
     assert out == json.dumps(jsonable(rep.as_dict()), indent=2, allow_nan=False) + "\n"
     assert len(json.loads(out)["pairs"]) == 66
 
@@ -136,7 +154,7 @@ def test_human_table_of_a_large_family_is_limited_and_says_so(
                                                                 "5.6."]
     assert "5 of 66 pairs shown, the adjacent pairs of the ranking first" in out
     assert "top 5 of 12 models shown" in out
-    assert "verdicts (66 pairs)" in out
+    assert "of 66 pairs resolved (decided, final)" in out
     # --limit 0: every pair, in family order, and no note
     assert main(["report", str(path), "--cluster-col", "grp", "--family", "all",
                  "--limit", "0"]) == 0
@@ -146,4 +164,4 @@ def test_human_table_of_a_large_family_is_limited_and_says_so(
     # the adjacent family: one row per model, the first --limit models
     assert main(["report", str(path), "--cluster-col", "grp", "--limit", "4"]) == 0
     out = capsys.readouterr().out
-    assert "top 4 of 12 models shown" in out and "verdicts (11 pairs)" in out
+    assert "top 4 of 12 models shown" in out and "of 11 adjacent pairs resolved" in out

@@ -65,27 +65,33 @@
     $("status").textContent = message;
   }
 
+  // The verdict of a pair as the ranking route gives it: "resolved:<model>", "unresolved",
+  // "undecidable", or any verdict the monitor adds; the kind is the word before the colon.
+  const kindOf = (p) => p.verdict.split(":")[0];
+
   function renderSummary(rk) {
-    const resolvedAdj = rk.pairs.filter((p) => p.verdict !== "unresolved").length;
-    const withClusters = rk.pairs.filter((p) => p.cluster_anytime).length;
-    const cluster = rk.pairs.filter((p) => p.cluster_anytime && p.cluster_anytime.excludes_zero).length;
-    $("summary").replaceChildren(
+    const counts = {};
+    for (const p of rk.pairs) counts[kindOf(p)] = (counts[kindOf(p)] || 0) + 1;
+    const cards = [
       card("models", rk.models.length),
-      card("adjacent pairs resolved (anytime)", resolvedAdj + " / " + rk.pairs.length),
-      card("… cluster interval excludes 0", withClusters ? cluster + " / " + withClusters : "– (no clusters)"),
-      card("tiers", rk.tiers),
+      card("adjacent pairs resolved (decided, final)", (counts.resolved || 0) + " / " + rk.pairs.length)];
+    for (const [kind, n] of Object.entries(counts)) {
+      if (kind !== "resolved" && kind !== "unresolved") cards.push(card("adjacent pairs " + kind, n));
+    }
+    cards.push(card("tiers", rk.tiers), card("design", rk.design || "items"),
       card("ranking", rk.resolved ? "resolved" : "unresolved"),
       card("scores in / s (this benchmark)", state.rate === null ? "…" : state.rate.toFixed(0)));
+    $("summary").replaceChildren(...cards);
     const thr = rk.pairs.map((p) => p.e_threshold).filter((x) => typeof x === "number");
     const lo = Math.min(...thr), hi = Math.max(...thr);
     const thrText = !thr.length ? "–" : lo === hi ? sci(lo) : sci(lo) + "–" + sci(hi);
-    $("legend").textContent = "threshold 1/γ = " + thrText + " (each pair's fixed share γ of α = "
-      + rk.anytime.alpha + ", planned for " + rk.anytime.planned_models + " models): a pair is "
-      + "resolved (anytime) the first time its e-value E reaches it, for good. Bars: q_AV and "
-      + "log E / log threshold, full at 1 (the right edge). Cluster: the time-uniform "
-      + "cluster-robust interval for δ excludes 0 (read now, not a decision). †: δ̂ on the items "
-      + "both models have is below 0; A stays above B by its mean over all its own items, or "
-      + "by the decisions taken.";
+    $("legend").textContent = "A pair is resolved the first time its e-value E reaches its "
+      + "threshold 1/γ = " + thrText + " (each pair's fixed share γ of α = " + rk.anytime.alpha
+      + ", planned for " + rk.anytime.planned_models + " models; design " + (rk.design || "items")
+      + "): decided at that paired item, and final — E dipping later does not undo it. "
+      + "Rank sets and tiers follow from these decisions. Bars: q_AV and, for open pairs, "
+      + "log E / log threshold, full at 1 (the right edge). †: δ̂ on the items both models have "
+      + "is below 0; A stays above B by its mean over all its own items, or by the decisions taken.";
   }
 
   function renderRanking(rk) {
@@ -98,25 +104,32 @@
       : "no sole leader yet";
   }
 
+  function verdictText(p) {
+    const kind = kindOf(p);
+    if (kind === "resolved") return "resolved: " + p.verdict.slice("resolved:".length);
+    if (kind === "unresolved") return "open";
+    return p.verdict;
+  }
+
   function renderPairs(rk) {
     const rows = rk.pairs.map((p, i) => {
-      const done = p.verdict !== "unresolved";
+      const kind = kindOf(p);
+      const decided = p.decided && p.decided.n ? p.decided : null;
       const e = eNum(p.e_value), thr = p.e_threshold;
-      const evidence = e === Infinity ? 1 : Math.log(Math.max(e, 1)) / Math.log(thr);
-      const cl = p.cluster_anytime;
-      const clText = !cl ? "–" : cl.excludes_zero ? "excludes 0" : "includes 0";
-      const verdict = done ? "resolved: " + p.verdict.slice("resolved:".length)
-        + (p.decided && p.decided.n ? " (n=" + p.decided.n + ")" : "") : "unresolved";
+      const evidence = decided ? 1 : e === Infinity ? 1 : Math.log(Math.max(e, 1)) / Math.log(thr);
+      const bar = decided ? "decided: E " + sci(decided.e_value) + " ≥ " + sci(thr) + ", final"
+        : kind === "undecidable" ? "no decision under this design"
+        : "E " + sci(p.e_value) + " / " + sci(thr);
       const mark = p.delta < 0 ? " †" : "";
-      return el("tr", { "data-pair": p.model_a + "|" + p.model_b },
+      return el("tr", { "data-pair": p.model_a + "|" + p.model_b, "data-verdict": p.verdict },
         el("td", {}, i + 1),
         el("td", { class: "name" }, p.model_a + " vs " + p.model_b),
         el("td", {}, p.n.toLocaleString("en")),
         el("td", { title: "cs [" + fmt(p.cs_low) + ", " + fmt(p.cs_high) + "]" }, (p.delta >= 0 ? "+" : "") + fmt(p.delta, 4) + mark),
-        el("td", { class: "verdict " + (done ? "resolved" : "unresolved") }, verdict),
-        el("td", { class: cl && cl.excludes_zero ? "resolved" : "unresolved" }, clText),
+        el("td", { class: "verdict " + (decided ? "resolved" : "unresolved"), title: p.undecidable || "" }, verdictText(p)),
+        el("td", { class: "decided" }, decided ? "n=" + decided.n.toLocaleString("en") + ", final" : "–"),
         el("td", { class: "bar" }, meter(p.q_anytime, "q_AV " + fmt(p.q_anytime, 2), p.q_anytime >= 1)),
-        el("td", { class: "bar" }, meter(evidence, "E " + sci(p.e_value) + " / " + sci(thr), done)));
+        el("td", { class: "bar" }, meter(evidence, bar, decided !== null)));
     });
     $("pairs").tBodies[0].replaceChildren(...rows);
   }

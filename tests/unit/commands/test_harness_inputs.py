@@ -49,7 +49,7 @@ def test_report_reads_a_harness_output_directory_with_subtasks_as_clusters(
     assert main(["report", str(long), "--cluster-col", "cluster", "--json"]) == 0
     ref = json.loads(capsys.readouterr().out)
     assert doc["pairs"] == ref["pairs"] and doc["ranking"] == ref["ranking"]
-    assert doc["pairs"][0]["design_effect"] != 1.0  # the clusters were used
+    assert doc["pairs"][0]["fixed_n"]["design_effect"] != 1.0  # the clusters were used
 
 
 def test_report_on_one_samples_file_says_what_is_missing(

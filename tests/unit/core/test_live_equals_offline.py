@@ -1,4 +1,4 @@
-"""Live = offline: the figures the live core shows equal ``llm-monitor report --anytime``.
+"""Live = offline: the figures and verdicts the live core shows equal ``llm-monitor report``'s.
 
 Both go through the one pair kernel (monitor.stats.figures), fed from different storage: the
 live core's incremental Gram matrices and the report's dense score matrix. The equality is
@@ -34,7 +34,7 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
     declared ``strata`` take the same item-level decisions."""
     assert MMLU.exists(), f"the real MMLU-Pro table is missing: {MMLU}"
     assert main(["report", str(MMLU), "--exclude", "src", "--strata-col", "category",
-                 "--anytime", "--order", "shuffle", "--seed", str(SEED), "--json"]) == 0
+                 "--seed", str(SEED), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
 
     # The same table streamed item by item in the replay's shuffled order.
@@ -56,25 +56,26 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
     for off, on in zip(rep["pairs"], live["pairs"], strict=True):
         assert (off["model_a"], off["model_b"]) == (on["model_a"], on["model_b"])
         assert off["n"] == on["n"]
+        flat = off | {f"fixed_n.{k}": v for k, v in off["fixed_n"].items()}
         for key_off, key_on in (("delta", "delta"), ("sigma_d2", "sigma_d2"),
-                                ("n_star_exact", "n_star"), ("q", "q"),
-                                ("q_strata", "q_strata"), ("mde", "mde"),
+                                ("fixed_n.n_star_exact", "n_star"), ("fixed_n.q", "q"),
+                                ("fixed_n.q_strata", "q_strata"), ("fixed_n.mde", "mde"),
                                 ("log_e_value", "log_e"), ("cs_low", "cs_low"),
                                 ("cs_high", "cs_high")):
-            assert on[key_on] == pytest.approx(off[key_off], rel=1e-9, abs=1e-12), key_on
+            assert on[key_on] == pytest.approx(flat[key_off], rel=1e-9, abs=1e-12), key_on
         if math.isfinite(on["e_value"]):
             assert on["e_value"] == pytest.approx(off["e_value"], rel=1e-9)
-        # The same decision, taken at the same paired item, at the same fixed share of α.
+        # The same verdict, decided at the same paired item, at the same fixed share of α.
         assert on["e_threshold"] == pytest.approx(off["e_threshold"], rel=1e-12)
-        assert (on["decided"] is not None) == off["resolved_anytime"]
-        if off["resolved_anytime"]:
-            assert on["decided"]["n"] == off["first_resolved_at"]
-            winner = off["model_a"] if off["anytime_direction"] > 0 else off["model_b"]
-            assert on["verdict"] == f"resolved:{winner}"
-        else:
-            assert on["verdict"] == "unresolved"
-    resolved = sum(p["resolved_anytime"] for p in rep["pairs"])
-    assert rep["anytime"]["resolved_anytime"] == resolved and resolved >= 5
+        assert on["verdict"] == off["verdict"]
+        assert (on["decided"] or {}).get("n") == (off["decided"] or {}).get("n")
+    resolved = sum(p["verdict"].startswith("resolved:") for p in rep["pairs"])
+    assert rep["verdicts"]["resolved"] == resolved and resolved >= 5
+    # The ranking's state, rank sets and tiers: the report's are the live board's.
+    for key in ("resolved", "unresolved_pairs", "top_resolved", "tiers", "design"):
+        assert rep[key] == live[key], key
+    assert [(e["rank_low"], e["rank_high"], e["tier"]) for e in rep["ranking"]] == [
+        (m["rank_low"], m["rank_high"], m["tier"]) for m in live["models"]]
 
 
 def _clustered_board(seed: int, *, clusters: int, per: int, gaps: tuple[float, ...]
@@ -100,8 +101,8 @@ def test_live_core_equals_report_anytime_under_sampled_clusters(
         fh.write("item_id,cluster," + ",".join(models) + "\n")
         for i in range(x.shape[0]):
             fh.write(f"q{i},c{g[i]}," + ",".join(str(int(v)) for v in x[i]) + "\n")
-    assert main(["report", str(path), "--cluster-col", "cluster", "--anytime", "--order",
-                 "shuffle", "--seed", str(SEED), "--json", "--family", "all"]) == 0
+    assert main(["report", str(path), "--cluster-col", "cluster", "--seed", str(SEED),
+                 "--json", "--family", "all"]) == 0
     rep = json.loads(capsys.readouterr().out)
     perm = np.random.default_rng(SEED).permutation(x.shape[0])
     events = [ItemResult(benchmark="b", item_id=f"q{i}", model=m, score=float(x[i, j]),
@@ -119,14 +120,11 @@ def test_live_core_equals_report_anytime_under_sampled_clusters(
     for off in rep["pairs"]:
         on = live[(off["model_a"], off["model_b"])]
         assert on["design"] == off["design"] == "clusters"
-        assert on["clusters"]["observations"] == off["cluster_observations"]
-        assert on["clusters"]["e_value"] == pytest.approx(off["cluster_e_value"], rel=1e-9)
-        assert (on["decided"] is not None) == off["resolved_anytime"]
-        if off["resolved_anytime"]:
-            decided += 1
-            assert on["decided"]["n"] == off["first_resolved_at"]
-            winner = off["model_a"] if off["anytime_direction"] > 0 else off["model_b"]
-            assert on["verdict"] == f"resolved:{winner}"
+        assert on["clusters"]["observations"] == off["clusters"]["observations"]
+        assert on["clusters"]["e_value"] == pytest.approx(off["clusters"]["e_value"], rel=1e-9)
+        assert on["verdict"] == off["verdict"]
+        assert (on["decided"] or {}).get("n") == (off["decided"] or {}).get("n")
+        decided += off["decided"] is not None
     # m0 against m3 (2.2 logits apart) is decided on 260 clusters; m2 against m1 is not.
     assert decided >= 1
     assert live[("m1", "m2")]["verdict"] == "unresolved"
@@ -140,7 +138,7 @@ def test_every_item_favouring_one_model_gives_the_same_q_everywhere() -> None:
     table = ScoreTable(source="t", benchmark=None,
                        item_ids=np.array([str(i) for i in range(n)]), models=("A", "B"),
                        scores=np.column_stack([xa, xb]))
-    q_report = build_report(table).as_dict()["pairs"][0]["q"]
+    q_report = build_report(table).as_dict()["pairs"][0]["fixed_n"]["q"]
     mon = Monitor()
     mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=s)
                for i in range(n) for m, s in (("A", 1.0), ("B", 0.0))])

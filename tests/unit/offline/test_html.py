@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
-import math
 import re
 import subprocess
 import sys
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.io.tables import ScoreTable
 from monitor.offline.html import SECTIONS, e_value_path, render_html
 from monitor.offline.replay import with_anytime
@@ -195,41 +196,87 @@ def test_the_page_needs_the_anytime_replay() -> None:
         render_html(build_report(table), table)
 
 
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def readme_report_command() -> list[str]:
+    """The README's report command of the MMLU-Pro table with --html, as arguments."""
+    import shlex
+
+    lines = [line.split("#")[0].strip() for line in README.read_text().splitlines()
+             if line.startswith("llm-monitor report ") and "mmlu_pro" in line
+             and "--html" in line]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])[2:]
+
+
 @pytest.mark.slow
-def test_mmlu_pro_html_report_from_the_cli(shared_data: Path, tmp_path: Path) -> None:
-    out = tmp_path / "mmlu.html"
-    src = str(shared_data / "mmlu_pro_item_correctness_wide.csv")
-    args = [sys.executable, "-m", "monitor.cli", "report", src, "--exclude", "src",
-            "--cluster-col", "category"]
-    made = subprocess.run([*args, "--html", str(out)], capture_output=True, text=True,
-                          timeout=180)
+def test_the_readme_report_page_shows_the_decisions_of_its_seeded_replay(
+        shared_data: Path, tmp_path: Path) -> None:
+    """The README's report command (MMLU-Pro, its subjects as fixed strata, a seed named):
+    its page states the order and seed, shows the decisions of the shuffled replay with that
+    seed — pair by pair, the same verdict at the same item — counts them once, and takes no
+    decision against the final means."""
+    args = readme_report_command()
+    assert "--strata-col" in args and "--seed" in args and "--cluster-col" not in args
+    seed = int(args[args.index("--seed") + 1])
+    planned = (int(args[args.index("--planned-models") + 1]) if "--planned-models" in args
+               else PLANNED_MODELS)
+    html_at = args.index("--html")
+    args[html_at + 1] = str(tmp_path / "report.html")
+    args = [str(shared_data / Path(a).name) if a.endswith(".csv") else a for a in args]
+    made = subprocess.run([sys.executable, "-m", "monitor.cli", "report", *args],
+                          capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
-    assert f"HTML report: {out}" in made.stderr
-    js = subprocess.run([*args, "--anytime", "--json"], capture_output=True, text=True,
-                        timeout=180)
+    js = subprocess.run([sys.executable, "-m", "monitor.cli", "report",
+                         *args[:html_at], *args[html_at + 2:], "--json"],
+                        capture_output=True, text=True, timeout=300)
     assert js.returncode == 0, js.stderr
     rep = json.loads(js.stdout)
-    text = out.read_text(encoding="utf-8")
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert len(rep["ranking"]) == 32 and len(rep["pairs"]) == 31
     check_page(text, rep)
-    # The figures on the page are the report's: each pair's δ̂, q and verdicts in its row.
-    rows = re.findall(r'<tr data-pair="[^"]*">(.*?)</tr>', text, re.S)
+    assert rep["design"] == "strata" and rep["anytime"]["order"] == "shuffle"
+    assert rep["anytime"]["seed"] == seed
+    assert f'data-order="shuffle" data-seed="{seed}"' in text
+    assert f"seeded shuffled order (seed {seed})" in text
+
+    # The seeded replay, in-process: the decisions the page must show.
+    from monitor.io.tables import read_table
+    from monitor.offline.replay import anytime_replay
+
+    table = read_table(shared_data / "mmlu_pro_item_correctness_wide.csv", exclude=["src"],
+                       strata_col="category")
+    col = {m: j for j, m in enumerate(table.models)}
+    a = np.array([col[p["model_a"]] for p in rep["pairs"]])
+    b = np.array([col[p["model_b"]] for p in rep["pairs"]])
+    replay = anytime_replay(table, (a, b), order="shuffle", seed=seed, planned_models=planned)
+    want = replay.verdicts(np.arange(a.size), [p["model_a"] for p in rep["pairs"]],
+                           [p["model_b"] for p in rep["pairs"]])
+    rows = re.findall(r'<tr data-pair="([^"]*)" data-verdict="([^"]*)">(.*?)</tr>', text, re.S)
     assert len(rows) == 31
-    for row, pair in zip(rows, rep["pairs"], strict=True):
+    mean = {e["model"]: e["mean"] for e in rep["ranking"]}
+    for (names, verdict, row), pair, v, at in zip(rows, rep["pairs"], want,
+                                                 replay.first_resolved_at, strict=True):
+        assert names == f"{pair['model_a']}|{pair['model_b']}"
+        assert html.unescape(verdict) == pair["verdict"] == v
+        assert (pair["decided"] or {}).get("n") == at
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
         assert cells[4] == f"{pair['delta']:+.4f}"
-        assert cells[5] == ("∞" if math.isinf(pair["q"]) else f"{pair['q']:.2f}")
-        assert cells[6] == f"{pair['q_cluster']:.2f}"
-        assert cells[7] == f"{pair['q_anytime']:.2f}"
-        fixed, cluster, anytime = cells[-3:]
-        assert fixed == ("resolved" if pair["resolved"] else "unresolved")
-        assert cluster == ("resolved" if pair["resolved_cluster"] else "unresolved")
-        assert anytime.startswith("resolved") == pair["resolved_anytime"]
-        if pair["resolved_anytime"]:
-            assert anytime.endswith(f"n={pair['first_resolved_at']}")
-    summary = re.search(r"<b>31 adjacent gaps: (\d+) resolved at fixed N \(q ≥ 1\), (\d+) with "
-                        r"clusters, (\d+) resolved anytime\.</b>", text)
-    assert summary is not None
-    v = rep["verdicts"]
-    assert [int(g) for g in summary.groups()] == [
-        v["resolved"], v["resolved_cluster"], rep["anytime"]["resolved_anytime"]]
+        if at is None:
+            assert cells[5] == "unresolved"
+        else:
+            assert cells[5] == f"resolved, decided at n={at:,}, final"
+            # No decision against the final means: the winner has the higher mean, and the
+            # higher mean on the pair's own paired items too.
+            assert pair["verdict"] == f"resolved:{pair['model_a']}"
+            assert mean[pair["model_a"]] > mean[pair["model_b"]] and pair["delta"] > 0
+    # The one count, said once.
+    from monitor.offline.report import headline
+
+    visible = html.unescape(re.sub(r"<[^>]*>", " ", text))
+    assert visible.count("resolved (decided, final)") == 1, "a second count beside the first"
+    assert "at fixed N (q ≥ 1)" not in visible and "resolved anytime" not in visible
+    assert f'data-headline="{html.escape(headline(rep))}"' in text
+    assert rep["verdicts"]["resolved"] == sum(x is not None for x in replay.first_resolved_at)
+    assert rep["verdicts"]["resolved"] >= 5

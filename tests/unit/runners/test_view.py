@@ -35,15 +35,23 @@ def test_look_alike_names_get_a_distinct_mark() -> None:
 
 
 def _ranking(k: int) -> dict[str, Any]:
+    """A ranking route's answer: every third adjacent pair resolved (decided at 600 + i),
+    one undecidable and one equivalent (a verdict the view knows only by its word)."""
     models = [{"model": f"Org-Model-{i}B-Instruct-v{i % 3}.{i % 7} (run {i})",
                "mean": 0.9 - 0.02 * i, "n": 1000, "rank_low": max(1, i), "rank_high": i + 2,
                "tier": 1 + i // 4} for i in range(k)]
-    pairs = [{"model_a": models[i]["model"], "model_b": models[i + 1]["model"],
-              "verdict": f"resolved:{models[i]['model']}" if i % 3 == 0 else "unresolved",
-              "n": 1000, "delta": 0.02 if i % 5 else -0.004, "q_anytime": 0.5 + i / 10,
-              "e_value": 10.0 ** i, "e_threshold": 19840.0,
-              "cluster_anytime": {"excludes_zero": i % 2 == 0}} for i in range(k - 1)]
-    return {"models": models, "pairs": pairs, "tiers": 1 + (k - 1) // 4, "resolved": False}
+    pairs = []
+    for i in range(k - 1):
+        verdict = (f"resolved:{models[i]['model']}" if i % 3 == 0 else
+                   "undecidable" if i == 4 else "equivalent" if i == 7 else "unresolved")
+        decided = ({"n": 600 + i, "final": True, "ts": None, "e_value": 2e4}
+                   if verdict.startswith("resolved:") or verdict == "equivalent" else None)
+        pairs.append({"model_a": models[i]["model"], "model_b": models[i + 1]["model"],
+                      "verdict": verdict, "decided": decided,
+                      "n": 1000, "delta": 0.02 if i % 5 else -0.004, "q_anytime": 0.5 + i / 10,
+                      "e_value": 10.0 ** i, "e_threshold": 19840.0})
+    return {"models": models, "pairs": pairs, "tiers": 1 + (k - 1) // 4, "resolved": False,
+            "design": "strata"}
 
 
 @pytest.mark.parametrize(("width", "height"), [(80, 24), (100, 40), (63, 20)])
@@ -60,11 +68,11 @@ def test_view_fits_the_terminal_and_starts_with_the_urls(width: int, height: int
     lines = console.export_text().rstrip("\n").split("\n")
     assert len(lines) <= height and all(len(line) <= width for line in lines), lines
     assert lines[0].startswith("board http://127.0.0.1:8000/")
-    assert any("E≥1/γ=1.98e4" in line or "E≥1/γ=2.0e4" in line for line in lines[:5]), lines[:5]
+    assert any("1/γ=2.0e4" in line for line in lines[:5]), lines[:5]
     assert lines[-1].strip() and "next: board" in "\n".join(lines[-4:])
     rows = [line for line in lines if line[:2].strip().isdigit()]
     assert len(rows) >= min(10, height - 12)
-    shown = [line[3:3 + width - 51].rstrip() for line in rows]
+    shown = [line[3:3 + width - 50].rstrip() for line in rows]
     assert len(set(shown)) == len(shown)
     assert "†" in "\n".join(rows)  # a negative δ̂ is marked…
     assert any("† δ̂<0" in line for line in lines)  # …and explained
@@ -98,10 +106,32 @@ def test_the_legend_is_whole_at_80_columns_and_names_every_column_code(
     for i, p in enumerate(ranking["pairs"]):
         p["e_threshold"] = threshold[i % len(threshold)]
     lines = _printed(rankings_view({"b": ranking}, width=80, height=24), 80, 24)
-    legend = next(line for line in lines if line.startswith("E≥1/γ="))
+    legend = next(line for line in lines if line.startswith("resolved @n"))
     assert "…" not in legend, legend
-    for code in ("T tier", "cl", "ev"):
+    for code in ("decided at item n, final", "T tier", "ev", "1/γ=2.0e4"):
         assert code in legend, legend
+
+
+def test_each_row_says_its_verdict_a_decision_with_its_item_and_as_final() -> None:
+    ranking = _ranking(12)
+    lines = _printed(rankings_view({"b": ranking}, width=80, height=30), 80, 30)
+    status = next(line for line in lines if line.startswith("b: "))
+    # The count of the ranking route's resolved verdicts, and the other verdicts by name.
+    resolved = sum(p["verdict"].startswith("resolved:") for p in ranking["pairs"])
+    assert f"{resolved}/11 adjacent resolved · 1 undecidable · 1 equivalent" in status, status
+    rows = {int(line[:2]): line for line in lines if line[:2].strip().isdigit()}
+    for i, pair in enumerate(ranking["pairs"]):
+        row = rows[i + 1]
+        if pair["verdict"].startswith("resolved:"):
+            # decided: the item and "final", never an evidence percentage beside it
+            assert "resolved" in row and f"@{600 + i}" in row and row.endswith("final"), row
+            assert "%" not in row, row
+        elif pair["verdict"] == "unresolved":
+            assert " open " in row and row.rstrip().endswith("%"), row
+        elif pair["verdict"] == "equivalent":
+            assert "equiv." in row and f"@{600 + i}" in row and row.endswith("final"), row
+        else:
+            assert "undecid." in row and "final" not in row, row
 
 
 def test_the_view_computes_only_the_rankings_it_shows() -> None:

@@ -1,9 +1,11 @@
-"""The web board's server side: the live table is the verdicts' data, the live report is the
-CLI's report of it, and the page's files ship with the package."""
+"""The web board's server side: the live table is the verdicts' data, the live report shows
+the monitor's own verdicts with the CLI's fixed-N figures of that table, and the page's files
+ship with the package."""
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import threading
@@ -19,7 +21,6 @@ from prometheus_client import CollectorRegistry
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
 from monitor.io.tables import ScoreTable
-from monitor.offline.html import render_html
 from monitor.offline.replay import with_anytime
 from monitor.offline.report import build_report
 from monitor.runners.embedded import build_app
@@ -28,7 +29,9 @@ from monitor.runners.settings import Settings
 from monitor.runners.web import (
     BOARD_FILES,
     _read,
-    live_replay_note,
+    live_decisions,
+    live_note,
+    live_report,
     live_report_html,
     live_table,
 )
@@ -63,23 +66,39 @@ def test_live_table_holds_the_scores_that_enter_the_verdicts() -> None:
     assert ranked == [m["model"] for m in mon.ranking(BENCH)["models"]]
 
 
-def test_live_report_is_the_cli_report_of_the_live_table() -> None:
+def _verdict_rows(page: str) -> list[tuple[str, str]]:
+    return [(html.unescape(p), html.unescape(v))
+            for p, v in re.findall(r'<tr data-pair="([^"]*)" data-verdict="([^"]*)">', page)]
+
+
+def test_live_report_shows_the_monitors_verdicts_with_the_cli_figures_of_the_live_table(
+        ) -> None:
     config = CoreConfig()
     mon = Monitor(config)
     mon.apply(_events())
     table = live_table(mon, BENCH)
-    live = live_report_html(table, config)
-    cli = render_html(with_anytime(build_report(table, family=config.family,
-                                                correction=config.correction,
-                                                alpha=config.alpha, power=config.power,
-                                                rank_method="simultaneous"),
-                                   table, planned_models=config.planned_models), table,
-                      title=f"{BENCH}: live state",
-                      command=f"GET /v1/benchmarks/{BENCH}/report.html",
-                      note=live_replay_note(BENCH))
-    assert live == cli
-    rows = re.findall(r'<tr data-pair="([^"]*)">', live)
-    assert rows == ["alpha (big)|beta, small", "beta, small|gamma"]
+    decisions = live_decisions(mon, BENCH)
+    page = live_report_html(table, decisions, config)
+    ranking = mon.ranking(BENCH)
+    # The verdicts, ranking, rank sets and tiers are the ranking route's…
+    assert _verdict_rows(page) == [(f"{p['model_a']}|{p['model_b']}", p["verdict"])
+                                   for p in ranking["pairs"]]
+    assert any(p["verdict"].startswith("resolved:") for p in ranking["pairs"])
+    rep = live_report(table, decisions, config).as_dict()
+    assert [(e["model"], e["rank_low"], e["rank_high"], e["tier"]) for e in rep["ranking"]] == [
+        (m["model"], m["rank_low"], m["rank_high"], m["tier"]) for m in ranking["models"]]
+    for key in ("resolved", "unresolved_pairs", "top_resolved", "tiers", "design"):
+        assert rep[key] == ranking[key], key
+    for off, on in zip(rep["pairs"], ranking["pairs"], strict=True):
+        assert off["verdict"] == on["verdict"] and off["decided"] == on["decided"]
+        assert off["e_value"] == pytest.approx(on["e_value"], rel=1e-12)
+    assert rep["anytime"]["order"] == "live" and rep["anytime"]["seed"] is None
+    # … and the fixed-N figures the CLI's report of the live table.
+    cli = build_report(table, family=config.family, correction=config.correction,
+                       alpha=config.alpha, power=config.power,
+                       rank_method="simultaneous").as_dict()
+    assert [p["fixed_n"] for p in rep["pairs"]] == [p["fixed_n"] for p in cli["pairs"]]
+    assert live_note(BENCH) in html.unescape(page)
 
 
 def test_board_files_ship_and_reference_only_each_other() -> None:
@@ -101,11 +120,10 @@ def test_live_table_of_scores_without_clusters_has_no_groups() -> None:
     assert isinstance(table, ScoreTable) and table.groups is None and table.group_kind is None
 
 
-def test_live_report_says_its_anytime_column_is_a_replay_when_the_monitor_decided_otherwise(
-        ) -> None:
+def test_live_report_shows_the_decision_the_monitor_took_not_a_replay_of_its_table() -> None:
     # Model A sends its items first to last, model B last to first: the monitor meets the
-    # pair's items in B's order, the replay of the live table in A's (the items' first
-    # arrival), so the decision falls at another n.
+    # pair's items in B's order, a replay of the live table in A's (the items' first
+    # arrival), which decides at another n. The page shows the monitor's decision.
     rng = np.random.default_rng(5)
     n = 3000
     x = rng.random((n, 2)) < np.array([0.62, 0.55])
@@ -118,12 +136,27 @@ def test_live_report_says_its_anytime_column_is_a_replay_when_the_monitor_decide
     mon.apply([ItemResult.model_validate(e) for e in ev])
     live_n = mon.ranking("order")["pairs"][0]["decided"]["n"]
     table = live_table(mon, "order")
-    replayed = with_anytime(build_report(table, rank_method="simultaneous"), table)
+    replayed = with_anytime(build_report(table, rank_method="simultaneous"), table,
+                            order="file")
     assert replayed.anytime is not None
     assert replayed.anytime.first_resolved_at[0] not in (None, live_n)  # they differ here
-    page = live_report_html(table, config)
-    assert "differs when models send their items in different orders" in page
+    page = live_report_html(table, live_decisions(mon, "order"), config)
+    assert f"resolved, decided at n={live_n:,}, final" in page
+    assert f"n={replayed.anytime.first_resolved_at[0]:,}," not in page
     assert "GET /v1/benchmarks/order/ranking" in page
+
+
+def test_live_table_reads_the_labels_as_the_benchmarks_design() -> None:
+    from monitor.core.config import BenchmarkSpec
+
+    mon = Monitor(CoreConfig(benchmarks={BENCH: BenchmarkSpec(design="strata")}))
+    mon.apply(_events())
+    table = live_table(mon, BENCH)
+    assert table.group_kind == "strata"
+    rep = live_report(table, live_decisions(mon, BENCH), mon.config).as_dict()
+    assert rep["design"] == "strata" and rep["groups"]["kind"] == "strata"
+    assert rep["pairs"][0]["fixed_n"]["q_strata"] == pytest.approx(
+        mon.ranking(BENCH)["pairs"][0]["q_strata"], rel=1e-12)
 
 
 class _WatchedLock:
@@ -231,7 +264,7 @@ def test_report_route_renders_one_report_at_a_time(tmp_path: Path,
     running, most = 0, 0
     lock = threading.Lock()
 
-    def slow(table: ScoreTable, config: CoreConfig) -> str:
+    def slow(table: ScoreTable, decisions: object, config: CoreConfig) -> str:
         nonlocal running, most
         with lock:
             running += 1

@@ -163,3 +163,24 @@ def test_flip_and_exclusion_gauges() -> None:
     pairs = {s[0]["kind"]: s[1] for s in got["llm_monitor_model_flip_pairs"]}
     assert pairs == {"paraphrase": 10.0, "noise": 1.0, "all": 11.0}
     assert got["llm_monitor_excluded_items"] == [({"benchmark": "b"}, 1.0)]
+
+
+def test_pair_resolved_is_the_ranking_routes_verdict_under_the_declared_design() -> None:
+    # Sampled clusters with 3 clusters: no decision is possible, the route says
+    # "undecidable" and the gauge 0, though the pair's items are far apart. Fixed strata: the
+    # item-level decision, and the design effect's q exported under kind "strata".
+    from monitor.core.config import BenchmarkSpec
+    from monitor.stats.figures import Design
+
+    designs: tuple[tuple[Design, float], ...] = (("clusters", 0.0), ("strata", 1.0))
+    for design, want in designs:
+        mon, _, registry = setup(CoreConfig(benchmarks={"b": BenchmarkSpec(design=design)}))
+        mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, cluster=f"c{i % 3}",
+                              score=s)
+                   for i in range(400) for m, s in (("a", 1.0), ("z", float(i % 5 == 0)))])
+        (pair,) = mon.ranking("b")["pairs"]
+        assert pair["verdict"] == ("undecidable" if design == "clusters" else "resolved:a")
+        m = scrape(registry)
+        assert [v for _, v in m["llm_monitor_pair_resolved"]] == [want]
+        kinds = {labels["kind"] for labels, _ in m["llm_monitor_pair_resolution_ratio"]}
+        assert kinds == {"fixed", "anytime", "cluster" if design == "clusters" else "strata"}
