@@ -1,0 +1,206 @@
+"""inspect_ai evaluates until resolved: a real inspect_ai eval (``mockllm`` answering each item
+right or wrong as a table says, offline) with ``MonitorEarlyStopping`` against a real
+``llm-monitor run`` holding three prior models. The eval stops early, and what it did is
+checked against an offline replay of what it posted: the same results fed to a ``Monitor`` in
+the same order, asking the plan at the same points, stop at the same sample with the same
+verdicts; every sample is either evaluated and acknowledged by the monitor, or skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from tests.integration.embedded_harness import Server
+
+pytestmark = pytest.mark.integration
+
+ITEMS = 2000
+TRUTH = {"strong": 0.85, "mid": 0.70, "weak": 0.50, "new": 0.61}
+PRIOR = ("strong", "mid", "weak")
+MODEL = "mockllm/new"  # the eval's model: the manager's default name on the board
+PLANNED = "4"  # --planned-models of the monitor, and of the replay
+
+_EVALUATE = r'''
+import json, sys
+import inspect_ai.model._model as mm
+import inspect_ai.model._tokens as tokens
+estimate = lambda text: max(1, len(text) // 4)  # offline: no tiktoken download
+tokens.count_text_tokens = estimate
+mm.count_text_tokens = estimate
+from inspect_ai import Task, eval as inspect_eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.scorer import match
+from inspect_ai.solver import generate
+from monitor.integrations.inspect_ai import MonitorEarlyStopping, in_plan_order
+
+args = json.loads(open(sys.argv[1]).read())
+right = args["right"]  # epochs × items, 1 = answers right
+calls = [0] * len(right[0])
+
+def answer(input, tools, tool_choice, config):
+    i = int(input[-1].text.split()[1].rstrip(":"))
+    epoch = calls[i]  # inspect runs an item's epochs in order
+    calls[i] += 1
+    return ModelOutput.from_content("mockllm/new", str(i + 1) if right[epoch][i] else "0")
+
+dataset = [Sample(input=f"Item {i}: what is {i} + 1?", target=str(i + 1), id=f"q{i}")
+           for i in range(len(right[0]))]
+task = Task(name=args["benchmark"], dataset=in_plan_order(dataset, args["benchmark"]),
+            solver=generate(), scorer=match(), epochs=len(right),
+            early_stopping=MonitorEarlyStopping(args["url"], every=args["every"]))
+log = inspect_eval(task, model=get_model("mockllm/new", custom_outputs=answer),
+                   log_dir=args["log_dir"], display="none", max_samples=args["max_samples"])[0]
+print(json.dumps({"log": log.location, "status": log.status}))
+'''
+
+
+def _scores(seed: int, epochs: int = 1) -> dict[str, np.ndarray]:
+    """0/1 scores (epochs × items) with the accuracies of TRUTH, correlated through a shared
+    item difficulty."""
+    rng = np.random.default_rng(seed)
+    easy = rng.normal(size=ITEMS)
+    return {m: (0.7 * easy + 0.714 * rng.normal(size=(epochs, ITEMS)) > norm.ppf(1 - p)
+                ).astype(int) for m, p in TRUTH.items()}
+
+
+def _prior_events(benchmark: str, x: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    epochs = x["new"].shape[0]
+    return [{"benchmark": benchmark, "item_id": f"q{i}", "model": m, "score": int(x[m][e, i]),
+             "sample": e, "k": epochs} for m in PRIOR for i in range(ITEMS) for e in range(epochs)]
+
+
+def _post_prior(srv: Server, events: list[dict[str, Any]]) -> None:
+    for lo in range(0, len(events), 5000):
+        status, reply = srv.post(events[lo:lo + 5000])
+        assert status == 202 and reply["accepted"] == len(events[lo:lo + 5000]), reply
+
+
+def _evaluate(tmp_path: Path, *, url: str, benchmark: str, right: np.ndarray, every: int,
+              max_samples: int) -> Any:
+    """Run the inspect eval in a process of its own; its log, read with inspect_ai."""
+    from inspect_ai.log import read_eval_log
+
+    args = tmp_path / f"{benchmark}.json"
+    args.write_text(json.dumps({"url": url, "benchmark": benchmark, "right": right.tolist(),
+                                "every": every, "max_samples": max_samples,
+                                "log_dir": str(tmp_path / "logs" / benchmark)}))
+    res = subprocess.run([sys.executable, "-c", _EVALUATE, str(args)], capture_output=True,
+                         text=True, timeout=600)
+    if res.returncode != 0:
+        pytest.fail(f"the inspect_ai eval failed:\n{res.stderr[-4000:]}")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["status"] == "success", res.stderr[-4000:]
+    return read_eval_log(out["log"])
+
+
+def _account(log: Any) -> tuple[list[tuple[str, int]], list[tuple[str, int]], dict[str, Any]]:
+    """(evaluated (id, epoch), skipped (id, epoch), the manager's metadata) from the log."""
+    stopping = log.results.early_stopping
+    assert stopping is not None and stopping.manager == "llm-monitor"
+    skipped = [(str(s.id), s.epoch) for s in stopping.early_stops]
+    evaluated = [(str(s.id), s.epoch) for s in log.samples if s.scores]
+    return evaluated, skipped, dict(stopping.metadata)
+
+
+def test_a_sequential_eval_stops_where_the_offline_replay_stops(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from monitor.contracts import ItemResult
+    from monitor.core.monitor import Monitor
+    from monitor.core.plan import item_keys
+    from monitor.runners.settings import Settings
+
+    x = _scores(7)
+    prior = _prior_events("arith", x)
+    srv = Server(tmp_path / "m.db", "--planned-models", PLANNED).start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        _post_prior(srv, prior)
+        log = _evaluate(tmp_path, url=url, benchmark="arith", right=x["new"], every=100,
+                        max_samples=1)
+        status, live = srv.get_json(f"/v1/benchmarks/arith/models/{MODEL}/plan?count=0")
+        assert status == 200
+    finally:
+        srv.stop()
+    evaluated, skipped, meta = _account(log)
+    order = [f"q{i}" for i in np.argsort(item_keys("arith", [f"q{i}" for i in range(ITEMS)]),
+                                         kind="stable")]
+    done = len(evaluated)
+    # One sample at a time: the samples run are the first of the monitor's order, and every
+    # other sample was skipped. The stop came at a plan request (after every 100 results);
+    # the samples inspect started while that request was under way ran too.
+    assert sorted(i for i, _ in evaluated) == sorted(order[:done])  # the log sorts by id
+    assert sorted(i for i, _ in skipped) == sorted(order[done:])
+    assert meta["stopped"] and meta["skipped"] == len(skipped) and meta["completed"] == done
+    stopped_after = meta["stopped_after"]
+    assert 0 < stopped_after <= done < min(stopped_after + 100, ITEMS), (stopped_after, done)
+    assert stopped_after % 100 == 0
+    assert meta["posted"] == {"events": done, "accepted": done, "duplicate": 0, "conflict": 0,
+                              "invalid": 0}
+    assert live["action"] == "stop" and live["items_done"] == done
+    # Every evaluated score is the one posted: the log's scores are the table's.
+    scores = {str(s.id): s.scores["match"].value for s in log.samples if s.scores}
+    assert all(scores[f"q{i}"] == ("C" if x["new"][0, i] else "I")
+               for i in (int(k[1:]) for k in scores))
+
+    # The offline replay: a Monitor with the monitor's settings, fed the prior results in the
+    # same requests and the new model's in the manager's batches, asking the plan after each.
+    for name in [k for k in os.environ if k.startswith("LLM_MONITOR_")]:
+        monkeypatch.delenv(name)  # the monitor's settings are its arguments only, here too
+    mon = Monitor(Settings.build(planned_models=int(PLANNED), serve_http=False).core_config())
+    for lo in range(0, len(prior), 5000):
+        mon.apply([ItemResult(**ev) for ev in prior[lo:lo + 5000]])
+    stop_at = None
+    for lo in range(0, ITEMS, 100):
+        mon.apply([ItemResult(benchmark="arith", item_id=i, model=MODEL,
+                              score=float(x["new"][0, int(i[1:])]), sample=0, k=1)
+                   for i in order[lo:lo + 100]])
+        plan = mon.plan("arith", MODEL, count=0)
+        if plan.action == "stop":
+            stop_at = lo + 100
+            break
+    assert stop_at == stopped_after, (stop_at, stopped_after)
+    offline = plan.as_dict()
+    assert live["reason"] == offline["reason"] == meta["stop_reason"]
+    assert ({p["model"]: p["verdict"] for p in live["settled"]}
+            == {p["model"]: p["verdict"] for p in offline["settled"]})
+    # And no verdict against the truth.
+    for p in offline["settled"]:
+        better = MODEL if TRUTH["new"] > TRUTH[p["model"]] else p["model"]
+        assert p["verdict"] in (f"resolved:{better}", "equivalent"), p
+
+
+def test_a_concurrent_eval_loses_nothing(tmp_path: Path) -> None:
+    # Many samples at once: results complete out of order and some finish after the stop;
+    # each is posted and acknowledged, and each sample is either evaluated or skipped.
+    x = _scores(8)
+    srv = Server(tmp_path / "m.db", "--planned-models", PLANNED).start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        _post_prior(srv, _prior_events("arith2", x))
+        log = _evaluate(tmp_path, url=url, benchmark="arith2", right=x["new"], every=50,
+                        max_samples=40)
+        _, live = srv.get_json(f"/v1/benchmarks/arith2/models/{MODEL}/plan?count=0")
+        _, ranking = srv.get_json("/v1/benchmarks/arith2/ranking")
+    finally:
+        srv.stop()
+    evaluated, skipped, meta = _account(log)
+    assert len(evaluated) + len(skipped) == ITEMS
+    assert not set(evaluated) & set(skipped)
+    assert len(skipped) > 0 and meta["stopped"]
+    # Some samples were running when the stop came: they finished and were posted too.
+    assert meta["stopped_after"] <= len(evaluated) == meta["completed"]
+    assert meta["posted"]["accepted"] == len(evaluated) and meta["posted"]["conflict"] == 0
+    assert live["items_done"] == len(evaluated) and live["action"] == "stop"
+    n_new = {m["model"]: m["n"] for m in ranking["models"]}[MODEL]
+    assert n_new == len(evaluated)
