@@ -66,6 +66,12 @@ def register(app: typer.Typer) -> None:
         count: Annotated[int, typer.Option(help="next items to hand out")] = 100,
         items_out: Annotated[Path | None, typer.Option(
             "--items-out", help="also write the next items, one id per line, to this file")] = None,
+        lm_eval_samples: Annotated[Path | None, typer.Option(
+            "--lm-eval-samples", help="also write the next items as lm-evaluation-harness "
+            "--samples JSON ({TASK: [doc ids]}) to this file (not on stop)")] = None,
+        lm_eval_task: Annotated[str | None, typer.Option(
+            "--lm-eval-task", help="the task of --lm-eval-samples (default: the benchmark)")
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         from monitor.client import MonitorClient
@@ -76,6 +82,13 @@ def register(app: typer.Typer) -> None:
         if items_out is not None:
             items_out.write_text("".join(f"{i}\n" for i in plan["next_items"]),
                                  encoding="utf-8")
+        if lm_eval_samples is not None and plan["action"] == "continue":
+            import json
+
+            from monitor.integrations.lmeval import samples_mapping
+
+            mapping = samples_mapping(plan["next_items"], lm_eval_task or benchmark)
+            lm_eval_samples.write_text(json.dumps(mapping), encoding="utf-8")
         emit(plan, as_json=as_json, human=lambda console: render(plan, console))
         if plan["action"] == "stop":
             raise typer.Exit(STOP_STATUS)

@@ -249,10 +249,12 @@ def _decide(pairs: list[PairPlan], *, items_done: int, items_total: int,
             ranked: bool) -> tuple[Action, str]:
     if budget is not None and items_done >= budget:
         return "stop", f"the item budget of {budget} is reached"
+    if not ranked or not pairs:
+        # Before "every item done": a model alone on its board has done every item the
+        # others have (none), and still has its whole benchmark to run.
+        return "continue", "no pair with the compared models yet"
     if items_total and items_done >= items_total:
         return "stop", "every item the compared models have is done"
-    if not ranked or not pairs:
-        return "continue", "no pair with the compared models yet"
     if top is not None and rank is not None:
         if rank[1] <= top:
             return "stop", f"settled: in the top {top} (rank set {rank[0]}–{rank[1]})"

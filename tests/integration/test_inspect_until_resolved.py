@@ -63,19 +63,20 @@ print(json.dumps({"log": log.location, "status": log.status}))
 '''
 
 
-def _scores(seed: int, epochs: int = 1) -> dict[str, np.ndarray]:
-    """0/1 scores (epochs × items) with the accuracies of TRUTH, correlated through a shared
-    item difficulty."""
+def _scores(seed: int, *, items: int = ITEMS, epochs: int = 1,
+            truth: dict[str, float] = TRUTH) -> dict[str, np.ndarray]:
+    """0/1 scores (epochs × items) with the accuracies of ``truth``, correlated through a
+    shared item difficulty."""
     rng = np.random.default_rng(seed)
-    easy = rng.normal(size=ITEMS)
-    return {m: (0.7 * easy + 0.714 * rng.normal(size=(epochs, ITEMS)) > norm.ppf(1 - p)
-                ).astype(int) for m, p in TRUTH.items()}
+    easy = rng.normal(size=items)
+    return {m: (0.7 * easy + 0.714 * rng.normal(size=(epochs, items)) > norm.ppf(1 - p)
+                ).astype(int) for m, p in truth.items()}
 
 
 def _prior_events(benchmark: str, x: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    epochs = x["new"].shape[0]
+    epochs, items = x["new"].shape
     return [{"benchmark": benchmark, "item_id": f"q{i}", "model": m, "score": int(x[m][e, i]),
-             "sample": e, "k": epochs} for m in PRIOR for i in range(ITEMS) for e in range(epochs)]
+             "sample": e, "k": epochs} for m in PRIOR for i in range(items) for e in range(epochs)]
 
 
 def _post_prior(srv: Server, events: list[dict[str, Any]]) -> None:
@@ -204,3 +205,103 @@ def test_a_concurrent_eval_loses_nothing(tmp_path: Path) -> None:
     assert live["items_done"] == len(evaluated) and live["action"] == "stop"
     n_new = {m["model"]: m["n"] for m in ranking["models"]}[MODEL]
     assert n_new == len(evaluated)
+
+
+def test_epochs_are_repeated_samples_and_the_stop_comes_in_the_last(tmp_path: Path) -> None:
+    # Two epochs: each is a sample of the item (sample = epoch − 1, k = 2). inspect runs every
+    # first epoch before any second, and an item counts once both are in, so the stop can
+    # only skip second epochs.
+    items = 600
+    truth = {"strong": 0.92, "mid": 0.78, "weak": 0.25, "new": 0.55}
+    x = _scores(9, items=items, epochs=2, truth=truth)
+    srv = Server(tmp_path / "m.db", "--planned-models", PLANNED).start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        _post_prior(srv, _prior_events("arith3", x))
+        log = _evaluate(tmp_path, url=url, benchmark="arith3", right=x["new"], every=50,
+                        max_samples=1)
+        _, live = srv.get_json(f"/v1/benchmarks/arith3/models/{MODEL}/plan?count=0")
+    finally:
+        srv.stop()
+    evaluated, skipped, meta = _account(log)
+    first = [i for i, e in evaluated if e == 1]
+    second = [i for i, e in evaluated if e == 2]
+    assert len(first) == items and {e for _, e in skipped} == {2}, meta
+    assert len(second) + len(skipped) == items and 0 < len(second) < items, meta
+    assert meta["epochs"] == 2 and meta["stopped"]
+    # Every sample run was taken as a sample of its item: none is a conflict (a wrong k or
+    # sample index would be), and the items counted are those with both epochs in.
+    assert meta["posted"]["accepted"] == len(evaluated) and meta["posted"]["conflict"] == 0
+    assert live["items_done"] == len(second) and live["action"] == "stop"
+    for p in live["settled"]:
+        better = MODEL if truth["new"] > truth[p["model"]] else p["model"]
+        assert p["verdict"] in (f"resolved:{better}", "equivalent"), p
+
+
+def test_results_a_monitor_did_not_take_are_kept_then_sent_or_the_task_fails(
+        tmp_path: Path) -> None:
+    # The protocol driven directly, as inspect_ai drives it: the monitor goes away mid-run
+    # and comes back at another address; the scores it missed are sent at the end. With no
+    # monitor at the end, the task fails naming what was not acknowledged.
+    from types import SimpleNamespace
+
+    import anyio
+    from inspect_ai.scorer import SampleScore, Score
+
+    from monitor.client import ClientError, MonitorClient
+    from monitor.integrations.inspect_ai import MonitorEarlyStopping
+
+    def score(i: int) -> dict[str, SampleScore]:
+        return {"match": SampleScore(score=Score(value="C" if i % 2 else "I"),
+                                     sample_id=f"q{i}", sample_metadata={"subject": f"s{i % 3}"})}
+
+    spec: Any = SimpleNamespace(task="kept", model="m")
+    srv = Server(tmp_path / "m.db").start()
+    stopping = MonitorEarlyStopping(
+        "http://unused", cluster_field="subject", every=3,
+        client=MonitorClient(f"http://127.0.0.1:{srv.port}", retries=1, backoff=0.01))
+
+    async def first_half() -> None:
+        assert await stopping.start_task(spec, [], 1) == "llm-monitor"
+        for i in range(3):
+            await stopping.complete_sample(f"q{i}", 1, score(i))
+
+    async def second_half() -> None:
+        for i in range(3, 6):
+            assert await stopping.schedule_sample(f"q{i}", 1) is None
+            await stopping.complete_sample(f"q{i}", 1, score(i))
+
+    try:
+        anyio.run(first_half)
+        assert srv.stop() == 0
+        anyio.run(second_half)  # the post fails: kept, the run goes on
+        again = Server(tmp_path / "m.db").start()  # the same store, another port
+        try:
+            stopping.client = MonitorClient(f"http://127.0.0.1:{again.port}")
+            meta = anyio.run(stopping.complete_task)
+            _, ranking = again.get_json("/v1/benchmarks/kept/ranking")
+            # A second model, so that a pair shows the clusters the manager sent.
+            assert again.post([{"benchmark": "kept", "item_id": f"q{i}", "model": "other",
+                                "score": 1} for i in range(6)])[0] == 202
+            _, pairs = again.get_json("/v1/benchmarks/kept/pairs")
+        finally:
+            again.stop()
+    finally:
+        srv.stop()
+    assert meta["posted"]["accepted"] == 6 and meta["completed"] == 6, meta
+    assert {m["model"]: m["n"] for m in ranking["models"]} == {"m": 6}
+    assert {m["model"]: m["mean"] for m in ranking["models"]} == {"m": 0.5}
+    assert [(p["n"], p["n_clusters"]) for p in pairs["pairs"]] == [(6, 3)]  # subjects s0–s2
+
+    # Nobody listening at the end: the task fails, and says what the monitor lacks.
+    stopping.client = MonitorClient(f"http://127.0.0.1:{srv.port}", retries=0)
+
+    async def lost() -> None:
+        await stopping.start_task(spec, [], 1)
+        await stopping.complete_sample("q9", 1, score(9))
+        await stopping.complete_task()
+
+    with pytest.raises(ClientError, match=r"did not acknowledge 1 of this task's results"):
+        anyio.run(lost)
+    with pytest.raises(ClientError):  # the manager is free for the next run
+        anyio.run(lost)
