@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from tests.integration.embedded_harness import Server
+from tests.integration.embedded_harness import REPO, Server
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +28,17 @@ PRIOR = ("strong", "mid", "weak")
 MODEL = "mockllm/new"  # the eval's model: the manager's default name on the board
 PLANNED = "4"  # --planned-models of the monitor, and of the replay
 
-_EVALUATE = r'''
-import json, sys
+#: Offline, inspect_ai's token counter (tiktoken, which downloads its encoding) is replaced.
+_OFFLINE = r'''
 import inspect_ai.model._model as mm
 import inspect_ai.model._tokens as tokens
-estimate = lambda text: max(1, len(text) // 4)  # offline: no tiktoken download
+estimate = lambda text: max(1, len(text) // 4)
 tokens.count_text_tokens = estimate
 mm.count_text_tokens = estimate
+'''
+
+_EVALUATE = _OFFLINE + r'''
+import json, sys
 from inspect_ai import Task, eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, get_model
@@ -305,3 +309,28 @@ def test_results_a_monitor_did_not_take_are_kept_then_sent_or_the_task_fails(
         anyio.run(lost)
     with pytest.raises(ClientError):  # the manager is free for the next run
         anyio.run(lost)
+
+
+def test_the_documented_example_runs(tmp_path: Path) -> None:
+    # The inspect_ai example of docs/until-resolved.md, as written, against a real monitor.
+    import re
+
+    text = (REPO / "docs" / "until-resolved.md").read_text(encoding="utf-8")
+    section = text.split("\n## inspect_ai\n", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'URL = "http://127.0.0.1:8000"' in example
+    srv = Server(tmp_path / "m.db").start()
+    try:
+        script = _OFFLINE + example.replace("http://127.0.0.1:8000",
+                                            f"http://127.0.0.1:{srv.port}")
+        res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-4000:]
+        _, live = srv.get_json("/v1/benchmarks/arith/models/mockllm%2Fmodel/plan?count=0")
+    finally:
+        srv.stop()
+    m = re.fullmatch(r"(.+): (\d+) samples run, (\d+) skipped\n", res.stdout)
+    assert m is not None, res.stdout
+    reason, run, skipped = m.group(1), int(m.group(2)), int(m.group(3))
+    assert run + skipped == 2000 and skipped > 0 and reason == live["reason"]
+    assert live["action"] == "stop" and live["items_done"] == run
