@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from monitor.stats.running import PairState
+from bench._pair_state import PairState
 
 
 def pair_with_partners(

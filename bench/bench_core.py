@@ -4,7 +4,7 @@ Ours: ``Monitor.apply`` in batches — dense items × models matrix, pair sums u
 new results' rows and columns, dedup/conflict checks — with verdicts evaluated every
 ``EVAL_EVERY`` results and once at the end. Peer: the straightforward per-event design, a
 Python loop that pairs each new result with every model that already has the item and calls
-``monitor.stats.running.PairState.update`` on each of those pairs. Both see the same events
+``bench._pair_state.PairState.update`` on each of those pairs. Both see the same events
 in the same order; the final n, ΣD and ΣD² of every pair are checked equal.
 Run: ``.venv/bin/python -m bench.bench_core``.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._pair_state import PairState
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
-from monitor.stats.running import PairState
 
 from ._peer import pair_with_partners
 

@@ -14,7 +14,7 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    broker, the same lines as record values). In-process stages run on the other core.
 2. ``--peer``: ours against the naive per-event embedded path, in-process (no HTTP) — validate
    each event on its own, INSERT it, pair it with every model that already has the item and
-   update each pair's ``PairState`` (monitor.stats.running), one commit per batch — on the
+   update each pair's ``PairState`` (bench._pair_state), one commit per batch — on the
    results of the first ``PEER_ITEMS`` items; and a plain ``sqlite3`` executemany.
 3. ``--budget``: what the 1.5× target leaves per result once the floors of the path are paid,
    as CPU time per result (waits such as an fsync or the client's round trip, which a server
@@ -152,9 +152,9 @@ def sustained(events: list[dict], tmp: Path, *, label: str = "") -> float:
 
 def naive_peer(events: list[dict], tmp: Path) -> float:
     """Per event: validate, INSERT, pair with every partner via PairState; commit per batch."""
+    from bench._pair_state import PairState
     from monitor.contracts import ItemResult
     from monitor.stats.eprocess import log_e_mcnemar
-    from monitor.stats.running import PairState
 
     from ._peer import pair_with_partners, results_db
 

@@ -278,6 +278,15 @@ class Results(list[Result]):
                 and {ev.k for ev in self} == {None} and not any([ev.flags for ev in self]))
         return self._get("plain", make)
 
+    def by_benchmark(self) -> dict[str, Results]:
+        """The batch split by benchmark, each part in order (itself when it has one)."""
+        if self.benchmark is not None:
+            return {self.benchmark: self}
+        groups: dict[str, Results] = {}
+        for ev in self:
+            groups.setdefault(ev.benchmark, Results()).append(ev)
+        return groups
+
     @property
     def items(self) -> list[str]:
         return self._get("items", lambda: [ev.item_id for ev in self])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._output import emit, progress_tasks, titled_table
+from monitor.defaults import PLANNED_MODELS
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -58,7 +59,16 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
         anytime: Annotated[bool, typer.Option(
             "--anytime", help="null streams monitored after every item: e-process vs naive "
-            "peeked z-test (--reps streams of --n items, default 5000); power by N*_AV")] = False,
+            "peeked z-test (--reps streams of --n items, default 5000); power of the live "
+            "rule by its N*_AV, and of one pair alone (E ≥ 1/α)")] = False,
+        planned_models: Annotated[int, typer.Option(
+            "--planned-models", help="with --anytime: models the live board is planned for "
+            "(the pair's share γ_p of α)")] = PLANNED_MODELS,
+        pair: Annotated[int | None, typer.Option(
+            "--pair", help="with --anytime: the pair's birth number on the board (default: a "
+            "pair of the first block)")] = None,
+        block: Annotated[int | None, typer.Option(
+            "--block", help="with --anytime: the pair's block instead of --pair")] = None,
     ) -> None:
         """Empirical power at N = N*: simulated correlated pairs, or resamples of a real pair."""
         from monitor.offline.calibrate import (
@@ -69,8 +79,14 @@ def register(app: typer.Typer) -> None:
 
         show = not as_json
         if anytime:
-            fig = calibrate_anytime(pa, pb, rho, streams=reps, items=n or 5000, alpha=alpha,
-                                    power=power, seed=seed).to_dict()
+            try:
+                run_any = calibrate_anytime(pa, pb, rho, streams=reps, items=n or 5000,
+                                            alpha=alpha, power=power, seed=seed,
+                                            planned_models=planned_models, pair=pair,
+                                            block=block)
+            except ValueError as exc:  # an impossible plan is an option error
+                raise ConfigError(str(exc)) from exc
+            fig = run_any.to_dict()
             emit(fig, as_json=as_json, human=_render_anytime(fig))
             return
         if table is not None:
@@ -111,11 +127,20 @@ def _render_anytime(fig: dict[str, Any]) -> Callable[[Console], None]:
         console.print(table)
         alt = fig.get("alternative")
         if alt:
+            single = alt["single_pair"]
+            q = alt["power_quantile_ci95"]
             console.print(
-                f"alternative p_A={alt['p_a']:g}, p_B={alt['p_b']:g}, ρ={alt['rho']:g}: "
-                f"resolved by N*_AV = {alt['n_star_anytime']} in "
-                f"{alt['resolved_by_n_star_anytime']:.3f} of {alt['streams']} streams "
-                f"(95% CI [{alt['ci95'][0]:.3f}, {alt['ci95'][1]:.3f}]; target {alt['power_target']:g})"
+                f"alternative p_A={alt['p_a']:g}, p_B={alt['p_b']:g}, ρ={alt['rho']:g}, "
+                f"{alt['streams']} streams, target power {alt['power_target']:g}:\n"
+                f"  live rule (one side ≥ 2/γ_p, 1/γ_p = {alt['e_threshold']:.6g}: "
+                f"{alt['planned_models']} planned models, block {alt['block']}): resolved by "
+                f"N*_AV = {alt['n_star_anytime']} in {alt['resolved_by_n_star_anytime']:.3f} "
+                f"(95% CI [{alt['ci95'][0]:.3f}, {alt['ci95'][1]:.3f}]); items to decision: "
+                f"median {alt['median_items']:g}, {100 * alt['power_target']:g} % point "
+                f"{alt['power_quantile_items']:g} (95% CI [{q[0]:g}, {q[1]:g}])\n"
+                f"  one pair alone (E ≥ 1/α): resolved by N*_AV = {single['n_star_anytime']} "
+                f"in {single['resolved_by_n_star_anytime']:.3f} (95% CI "
+                f"[{single['ci95'][0]:.3f}, {single['ci95'][1]:.3f}])"
             )
 
     return render

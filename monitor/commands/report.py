@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from monitor.commands._output import emit
-from monitor.defaults import RANK_SEED
+from monitor.defaults import PLANNED_MODELS, RANK_SEED
 from monitor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -346,7 +346,7 @@ def register(app: typer.Typer) -> None:
             "the same table gives the same sets)")] = RANK_SEED,
         planned_models: Annotated[int, typer.Option(
             "--planned-models", help="--anytime: the board size each pair's fixed share of α "
-            "is planned for (as the live monitor's --planned-models)")] = 32,
+            "is planned for (as the live monitor's --planned-models)")] = PLANNED_MODELS,
         anytime_rule: Annotated[str, typer.Option(
             "--anytime-rule", help="--anytime: board (each pair a fixed share of α, the live "
             "monitor's rule) or family (e-Bonferroni over these pairs, for comparison)")]

@@ -358,8 +358,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{DEMO_TABLE} not found; pass --data ../shared/data", source=str(data))
         tmp = Path(tempfile.mkdtemp(prefix="llm-monitor-demo-"))
         try:
+            # A board of known size is planned for it: the table's 32 models.
             settings = Settings.build(db=tmp / "demo.db", host=host, port=port,
-                                      sqlite_synchronous="NORMAL",
+                                      sqlite_synchronous="NORMAL", planned_models=32,
                                       view=False if no_view else None)
             _start(settings, replay=[table], seed=seed, shuffle=True, rate=rate,
                    view=settings.view, benchmark=DEMO_BENCHMARK, model=None, metric=None,

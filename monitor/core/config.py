@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import DESIGNS, Design
 from monitor.stats.multiplicity import METHODS
@@ -71,12 +72,15 @@ class CoreConfig:
         Level (two-sided) of the board's one guarantee: with probability ≥ 1 − α no pair is
         ever declared resolved while its models are equal or in the wrong direction. Each pair
         gets a fixed share γ_p of α when it first exists and is resolved, for good, at the
-        first item where its e-process reaches 1/γ_p (:mod:`monitor.stats.sequential`).
+        first item where one of its one-sided e-processes reaches 2/γ_p
+        (:mod:`monitor.stats.sequential`).
     power
         Target power 1 − β for N*, N*_AV and the MDE.
     planned_models
         M₀, the board size the shares are planned for: the first M₀(M₀ − 1)/2 pairs share
         α/2, and each later block of pairs, twice as large as the one before, half as much.
+        Any M₀ keeps the guarantee; it moves power (docs/anytime.md, "How many models to plan
+        for").
     family
         The pairs the fixed-N snapshot figures (q, q_cluster, MDE) are corrected for:
         ``"adjacent"`` (m = k − 1 adjacent pairs of the ranking of k models) or ``"all"``
@@ -106,7 +110,7 @@ class CoreConfig:
 
     alpha: float = 0.05
     power: float = 0.8
-    planned_models: int = 32
+    planned_models: int = PLANNED_MODELS
     family: Family = "adjacent"
     correction: str = "bonferroni"
     per_pair_series: Family = "adjacent"

@@ -492,15 +492,8 @@ class Monitor:
         0/1 — and ``exact=True`` counts them as :meth:`apply` would accept them (one pass
         over the events in Python: for a batch near a limit).
         """
-        events = Results.of(events)
-        groups: dict[str, Results] = {}
-        if events.benchmark is not None:
-            groups[events.benchmark] = events
-        else:
-            for ev in events:
-                groups.setdefault(ev.benchmark, Results()).append(ev)
         return {name: self._growth(batch, self._benches.get(name), exact=exact)
-                for name, batch in groups.items()}
+                for name, batch in Results.of(events).by_benchmark().items()}
 
     def _growth(self, batch: Results, st: BenchmarkState | None, *, exact: bool) -> Growth:
         # K of the benchmark: its own, or what its first result would declare

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from monitor.defaults import PLANNED_MODELS
 from monitor.errors import ConfigError
 from monitor.io.tables import read_table
 from monitor.offline.progress import StartTask, no_progress
@@ -138,11 +139,14 @@ def calibrate_resampled(
 @dataclass(frozen=True)
 class AnytimeCalibration:
     """``calibrate --anytime``: null streams (e-process vs naive peeked z-test) and, when a gap
-    is given, the power reached by N*_AV.
+    is given, the power of the live monitor's rule by its N*_AV beside the single-pair rule's.
 
     The null streams are 0/1 pairs with both accuracies equal to (p_A + p_B)/2 and phi
     correlation ρ (defaults 0.5 and 0), monitored after every item; the naive test peeks from
-    ``null.burn_in`` on. With p_A ≠ p_B, alternative streams run to N*_AV.
+    ``null.burn_in`` on. With p_A ≠ p_B, alternative streams run under the live rule (one side
+    reaching 2/γ_p for a pair of ``block`` on a board planned for ``planned_models`` models,
+    item by item through :func:`monitor.stats.sequential.advance`) to 3 N*_AV, and under the
+    single-pair rule (E ≥ 1/α) to its N*_AV.
     """
 
     p: float
@@ -155,7 +159,11 @@ class AnytimeCalibration:
     p_a: float | None = None
     p_b: float | None = None
     power_target: float | None = None
-    alternative: Any = None  # power-by-N*_AV result, when a gap was given
+    alternative: Any = None  # single-pair power-by-N*_AV result, when a gap was given
+    live: Any = None  # the live rule's decision times, when a gap was given
+    planned_models: int | None = None
+    block: int | None = None
+    pair: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` contract."""
@@ -175,15 +183,30 @@ class AnytimeCalibration:
             },
             "seed": self.seed,
         }
-        alt = self.alternative
-        if alt is not None:
-            lo, hi = alt.ci()
+        live, alt = self.live, self.alternative
+        if live is not None and alt is not None:
+            lo, hi = live.ci()
+            target = float(self.power_target or 0.8)
+            q_lo, q_hi = live.quantile_ci(target)
+            s_lo, s_hi = alt.ci()
             out["alternative"] = {
                 "p_a": self.p_a, "p_b": self.p_b, "rho": self.rho,
-                "power_target": self.power_target, "n_star_anytime": alt.horizon,
-                "streams": self.streams, "resolved_by_n_star_anytime": alt.rate,
-                "ci95": [lo, hi],
+                "power_target": self.power_target, "streams": self.streams,
+                "rule": "one side reaches 2/γ_p (the live monitor's)",
+                "planned_models": self.planned_models, "block": self.block,
+                "pair_level": live.level, "e_threshold": 1.0 / live.level,
+                "n_star_anytime": math.ceil(live.n_star_anytime),
+                "resolved_by_n_star_anytime": live.rate, "ci95": [lo, hi],
+                "horizon": live.horizon, "median_items": live.quantile(0.5),
+                "power_quantile_items": live.quantile(target),
+                "power_quantile_ci95": [q_lo, q_hi], "wrong_direction": live.wrong,
+                "single_pair": {
+                    "rule": "E ≥ 1/α", "n_star_anytime": alt.horizon,
+                    "resolved_by_n_star_anytime": alt.rate, "ci95": [s_lo, s_hi],
+                },
             }
+            if self.pair is not None:
+                out["alternative"]["pair"] = self.pair
         return out
 
 
@@ -197,19 +220,27 @@ def calibrate_anytime(
     alpha: float,
     power: float,
     seed: int | None,
+    planned_models: int = PLANNED_MODELS,
+    pair: int | None = None,
+    block: int | None = None,
 ) -> AnytimeCalibration:
     """Simulate the null streams and, with p_A ≠ p_B, the alternative streams (seeded)."""
+    from monitor.offline.power import live_level
     from monitor.stats import anytime_calibration as ac
 
+    level, b = live_level(alpha=alpha, planned_models=planned_models, pair=pair, block=block)
     rng = np.random.default_rng(seed)
     p0 = 0.5 if pa is None or pb is None else (pa + pb) / 2.0
     r0 = 0.0 if rho is None else rho
     spec = {"kind": "binary", "p_a": p0, "p_b": p0, "rho": r0}
     null = ac.simulate_null(spec, streams=streams, items=items, alpha=alpha, rng=rng)
-    alternative = None
+    alternative = live = None
     if pa is not None and pb is not None and pa != pb:
+        live = ac.simulate_live_power(pa, pb, r0, level=level, streams=streams, power=power,
+                                      rng=rng)
         alternative = ac.simulate_power(pa, pb, r0, streams=streams, alpha=alpha, power=power,
                                         rng=rng)
     return AnytimeCalibration(p=p0, rho=r0, streams=streams, items=items, alpha=alpha,
                               seed=seed, null=null, p_a=pa, p_b=pb, power_target=power,
-                              alternative=alternative)
+                              alternative=alternative, live=live,
+                              planned_models=planned_models, block=b, pair=pair)

@@ -535,8 +535,9 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
     w("<li>q_cluster = N/(N*·DE) with the cluster-robust design effect; the cluster verdict "
       f"assumes {_esc(ASSUMPTIONS['clusters'])}.</li>")
     w("<li>E_n: the pair's e-process (exact McNemar mixture for 0/1 scores, bounded "
-      "gamma-exponential mixture otherwise); resolved anytime the first time it reaches 1/γ, "
-      "γ the pair's fixed share of α (online Bonferroni over the board's life).</li>")
+      "gamma-exponential mixture otherwise); resolved anytime the first time one of its "
+      "one-sided halves reaches 2/γ (so E ≥ 1/γ), γ the pair's fixed share of α (online "
+      "Bonferroni over the board's life).</li>")
     w("</ul></section></body></html>\n")
     return "".join(out)
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from monitor.core.config import MARGIN
+from monitor.defaults import PLANNED_MODELS
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import AnytimeReplay, ResolutionReport
 from monitor.stats.board import pair_sums
@@ -156,7 +157,7 @@ def anytime_replay(
     power: float = 0.8,
     order: str = "file",
     seed: int | None = None,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
     margin: float | None = MARGIN,
@@ -210,7 +211,7 @@ def with_anytime(
     *,
     order: str = "file",
     seed: int | None = None,
-    planned_models: int = 32,
+    planned_models: int = PLANNED_MODELS,
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
     margin: float | None = MARGIN,

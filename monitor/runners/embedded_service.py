@@ -486,12 +486,7 @@ class EmbeddedService:
 
     def _after(self, events: Results, *, exact: bool) -> Footprint:
         """The footprint of all benchmarks if ``events`` were applied."""
-        groups: dict[str, Results] = {}
-        if events.benchmark is not None:
-            groups[events.benchmark] = events
-        else:
-            for ev in events:
-                groups.setdefault(ev.benchmark, Results()).append(ev)
+        groups = events.by_benchmark()
         total = self.held
         for name, batch in groups.items():
             mon = self.host.monitors.get(name) or Monitor(self.host.config)

@@ -41,6 +41,7 @@ from pydantic_settings import (
 )
 
 from monitor.core.config import MARGIN, BenchmarkSpec, CoreConfig
+from monitor.defaults import PLANNED_MODELS
 from monitor.errors import ConfigError
 from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import Design
@@ -203,7 +204,7 @@ class Settings(BaseSettings):
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     power: float = Field(default=0.8, gt=0.0, lt=1.0)
     # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
-    planned_models: int = Field(default=32, ge=2)
+    planned_models: int = Field(default=PLANNED_MODELS, ge=2)
     # K samples per (item, model) of a new benchmark that declares none, in `benchmarks` or
     # by its first result's `k`: an item enters the pairs with the mean of its K samples.
     samples: int = Field(default=1, ge=1, le=1024)

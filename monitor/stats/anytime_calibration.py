@@ -3,8 +3,11 @@
 Null streams (δ = 0) are monitored after every item: the e-process declares a false
 resolution the first time E_n ≥ 1/α; the naive test declares one the first time
 |D̄|/(σ̂/√n) > z_{1−α/2} (from a burn-in of ``burn_in`` items on, so that σ̂ means something).
-Alternative streams give the power of the e-process by N*_AV. Everything is vectorised over
-streams with cumulative sums, in chunks to bound memory.
+Alternative streams give the power of the e-process by N*_AV: of the single-pair rule
+E ≥ 1/α (:func:`simulate_power`), and of the live monitor's rule — one side reaching 2/γ_p,
+followed item by item by :func:`monitor.stats.sequential.advance`, the live core's own
+function (:func:`simulate_live_power`). Everything is vectorised over streams, in chunks to
+bound memory.
 """
 
 from __future__ import annotations
@@ -18,15 +21,19 @@ from scipy.stats import binomtest, norm
 
 from monitor.stats import eprocess as ep
 from monitor.stats import power as pw
+from monitor.stats import sequential as sq
 from monitor.stats.anytime_size import n_star_anytime
 from monitor.stats.calibration import cell_probabilities
 
 __all__ = [
     "SCENARIOS",
     "CoverageCalibration",
+    "LivePowerCalibration",
     "NullCalibration",
     "PowerCalibration",
+    "live_crossing_times",
     "simulate_cs_coverage",
+    "simulate_live_power",
     "simulate_null",
     "simulate_power",
 ]
@@ -164,7 +171,7 @@ def simulate_null(
 
 @dataclass(frozen=True)
 class PowerCalibration:
-    """Fraction of alternative streams resolved (E ≥ 1/α) by N*_AV items."""
+    """Fraction of alternative streams resolved (E ≥ 1/α) by that rule's N*_AV items."""
 
     p_a: float
     p_b: float
@@ -195,16 +202,17 @@ def simulate_power(
     power: float = 0.8,
     rng: np.random.Generator,
 ) -> PowerCalibration:
-    """Power of the McNemar e-process by N*_AV for 0/1 scores (p_A, p_B, ρ).
+    """Power of the McNemar e-process by N*_AV for 0/1 scores (p_A, p_B, ρ): the single-pair
+    rule E ≥ 1/α, and its N*_AV.
 
     Examples
     --------
     >>> res = simulate_power(0.65, 0.60, 0.30, streams=100, rng=np.random.default_rng(0))
     >>> res.horizon, 0.6 < res.rate
-    (1980, True)
+    (1694, True)
     """
     s2 = float(pw.sigma_d2(p_a, p_b, rho))
-    n_av = float(n_star_anytime(p_a - p_b, s2, alpha=alpha, power=power))
+    n_av = float(n_star_anytime(p_a - p_b, s2, alpha=alpha, power=power, rule="mean"))
     if not math.isfinite(n_av):
         raise ValueError("`p_a` and `p_b` must differ for a power calibration")
     horizon = math.ceil(n_av)
@@ -217,6 +225,131 @@ def simulate_power(
         d = _draw_d(spec, (c, horizon), rng)
         hits += int(np.count_nonzero((_log_e_paths(spec, d) >= thr).any(axis=1)))
     return PowerCalibration(p_a, p_b, rho, alpha, power, n_av, horizon, streams, hits)
+
+
+def live_crossing_times(
+    p_a: float,
+    p_b: float,
+    rho: float,
+    *,
+    level: float,
+    streams: int,
+    items: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, int]:
+    """Decision times of the live rule on simulated 0/1 pairs (p_A, p_B, ρ) at share ``level``.
+
+    Each stream is one pair followed item by item by :func:`monitor.stats.sequential.advance`
+    (the live core's function: exact McNemar, decided when E₊ or E₋ reaches 2/``level``), for
+    at most ``items`` items. Returns the paired items at the decision of every stream (``inf``
+    where undecided by ``items`` or decided in the wrong direction) and the number of
+    wrong-direction decisions.
+    """
+    if streams < 1 or items < 1:
+        raise ValueError("`streams` and `items` must be ≥ 1")
+    if not (0.0 < level < 1.0):
+        raise ValueError(f"`level` must lie in (0, 1), got {level}")
+    _, p10, p01, _ = cell_probabilities(p_a, p_b, rho)
+    paths = sq.PairPaths.empty(streams)
+    base_n, base_s, base_v = np.zeros(streams), np.zeros(streams), np.zeros(streams)
+    log_thr = np.full(streams, float(sq.log_threshold(level)))
+    done = 0
+    while done < items:
+        live = np.flatnonzero(paths.decided == 0)
+        if live.size == 0:
+            break
+        width = min(items - done, max(64, _CHUNK_CELLS // live.size))
+        u = rng.random((live.size, width))
+        d = (u < p10).astype(np.float64) - ((u >= p10) & (u < p10 + p01)).astype(np.float64)
+        sq.advance(paths, np.repeat(live, width), d.ravel(), np.zeros(d.size, dtype=bool),
+                   base_n=base_n, base_s=base_s, base_v=base_v, log_threshold=log_thr)
+        base_n[live] += width
+        base_s[live] += d.sum(axis=1)
+        base_v[live] += np.abs(d).sum(axis=1)
+        done += width
+    right = 1 if p_a >= p_b else -1
+    times = np.where(paths.decided == right, paths.decided_n, np.inf)
+    return times, int(np.count_nonzero(paths.decided == -right))
+
+
+@dataclass(frozen=True)
+class LivePowerCalibration:
+    """Decision times of the live rule (one side at 2/γ_p) against its N*_AV.
+
+    ``times`` holds every stream's paired items at its decision (``inf``: undecided within the
+    horizon, or wrong direction).
+    """
+
+    p_a: float
+    p_b: float
+    rho: float
+    level: float
+    power: float
+    n_star_anytime: float
+    horizon: int
+    times: np.ndarray
+    wrong: int
+
+    @property
+    def streams(self) -> int:
+        return int(self.times.size)
+
+    @property
+    def resolved(self) -> int:
+        """Streams decided (right direction) by N*_AV items."""
+        return int(np.count_nonzero(self.times <= math.ceil(self.n_star_anytime)))
+
+    @property
+    def rate(self) -> float:
+        return self.resolved / self.streams
+
+    def ci(self, confidence: float = 0.95) -> tuple[float, float]:
+        """Clopper–Pearson interval of the fraction resolved by N*_AV."""
+        return _ci(self.resolved, self.streams, confidence)
+
+    def quantile(self, p: float) -> float:
+        """The p-quantile of the decision time (``inf`` beyond the streams decided)."""
+        return float(np.quantile(self.times, p, method="inverted_cdf"))
+
+    def quantile_ci(self, p: float, confidence: float = 0.95) -> tuple[float, float]:
+        """Distribution-free interval of the p-quantile: the order statistics whose ranks
+        bracket the binomial(streams, p) count at ``confidence``."""
+        from scipy.stats import binom
+
+        srt = np.sort(self.times)
+        lo = int(binom.ppf((1.0 - confidence) / 2.0, self.streams, p))
+        hi = int(binom.isf((1.0 - confidence) / 2.0, self.streams, p))
+        return float(srt[max(lo - 1, 0)]), float(srt[min(hi, self.streams - 1)])
+
+
+def simulate_live_power(
+    p_a: float,
+    p_b: float,
+    rho: float,
+    *,
+    level: float,
+    streams: int = 2000,
+    power: float = 0.8,
+    rng: np.random.Generator,
+) -> LivePowerCalibration:
+    """The live rule's decision times for 0/1 pairs (p_A, p_B, ρ) at share ``level``, with
+    its N*_AV (one side at 2/γ_p); streams run to 3 N*_AV items.
+
+    Examples
+    --------
+    >>> res = simulate_live_power(0.65, 0.55, 0.3, level=0.05 / 992, streams=200,
+    ...                           rng=np.random.default_rng(0))
+    >>> res.horizon, 0.7 < res.rate < 0.9
+    (3309, True)
+    """
+    s2 = float(pw.sigma_d2(p_a, p_b, rho))
+    n_av = float(n_star_anytime(p_a - p_b, s2, alpha=level, power=power))
+    if not math.isfinite(n_av):
+        raise ValueError("`p_a` and `p_b` must differ for a power calibration")
+    horizon = 3 * math.ceil(n_av)
+    times, wrong = live_crossing_times(p_a, p_b, rho, level=level, streams=streams,
+                                       items=horizon, rng=rng)
+    return LivePowerCalibration(p_a, p_b, rho, level, power, n_av, horizon, times, wrong)
 
 
 @dataclass(frozen=True)

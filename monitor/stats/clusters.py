@@ -76,12 +76,12 @@ class DesignEffect:
     kish_de: float
 
     def n_star_cluster(self, n_star: float) -> float:
-        """N*_cluster = N* · DE."""
-        return float(n_star) * self.de
+        """N*_cluster = N* · max(DE · G/(G − 1), 1) (:func:`cluster_inflation`)."""
+        return float(n_star_cluster(n_star, self.de, self.n_clusters))
 
     def q_cluster(self, n: float, n_star: float) -> float:
-        """q_cluster = N / N*_cluster (0 when N* is infinite)."""
-        return float(q_cluster(n, n_star, self.de))
+        """q_cluster = N / N*_cluster (0 when N* is infinite or G = 1)."""
+        return float(q_cluster(n, n_star, self.de, self.n_clusters))
 
 
 def icc_anova(d: ArrayLike, groups: ArrayLike) -> float:
@@ -195,13 +195,31 @@ def de_relative_se(n_clusters: int) -> float:
     return math.sqrt(2.0 / (g - 1)) if g > 1 else math.inf
 
 
-def n_star_cluster(n_star: ArrayLike, de: ArrayLike) -> Any:
-    """N*_cluster = N* · DE (broadcasting; ``inf`` stays ``inf``)."""
-    return np.asarray(n_star, dtype=float) * np.asarray(de, dtype=float)
+def cluster_inflation(de: ArrayLike, n_clusters: ArrayLike) -> Any:
+    """The factor sampled clusters put on N*: max(DE · G/(G − 1), 1) — the cluster-robust
+    variance with its small-sample factor G/(G − 1), never below the i.i.d. one — and ∞
+    where G ≤ 1 or DE = 0 (no between-cluster variance can be estimated). The one definition:
+    the pair kernel (:func:`monitor.stats.figures.pair_figures`) reads it too.
+
+    Examples
+    --------
+    >>> cluster_inflation([4.0, 0.5, 4.0], [14, 14, 1]).round(3).tolist()
+    [4.308, 1.0, inf]
+    """
+    d = np.asarray(de, dtype=float)
+    g = np.asarray(n_clusters, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(g > 1, g / np.where(g > 1, g - 1.0, 1.0), np.inf)
+        return np.where(d > 0, np.maximum(d * factor, 1.0), np.inf)
 
 
-def q_cluster(n: ArrayLike, n_star: ArrayLike, de: ArrayLike) -> Any:
-    """q_cluster = N / (N* · DE); 0 where N*_cluster is infinite (broadcasting)."""
-    req = n_star_cluster(n_star, de)
+def n_star_cluster(n_star: ArrayLike, de: ArrayLike, n_clusters: ArrayLike) -> Any:
+    """N*_cluster = N* · :func:`cluster_inflation` (broadcasting; ``inf`` stays ``inf``)."""
+    return np.asarray(n_star, dtype=float) * cluster_inflation(de, n_clusters)
+
+
+def q_cluster(n: ArrayLike, n_star: ArrayLike, de: ArrayLike, n_clusters: ArrayLike) -> Any:
+    """q_cluster = N / N*_cluster; 0 where N*_cluster is infinite (broadcasting)."""
+    req = n_star_cluster(n_star, de, n_clusters)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isfinite(req) & (req > 0), np.asarray(n, dtype=float) / req, 0.0)

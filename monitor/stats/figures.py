@@ -3,9 +3,9 @@
 Every number llm-monitor prints about a pair — δ̂, σ̂_D², ρ̂, N*, q, q_cluster (q_strata), MDE,
 the p-value, the e-value, the confidence sequence, N*_AV and q_AV — is computed here and
 nowhere else. The offline report (:func:`monitor.stats.board.board`), the live core
-(:mod:`monitor.core.evaluate`), the anytime replay and the running pair state
-(:class:`monitor.stats.running.PairState`) build :class:`PairSums` from their own storage and
-call :func:`pair_figures`; that is why live and offline agree exactly.
+(:mod:`monitor.core.evaluate`), the anytime replay and ``compare``
+(:func:`monitor.stats.paired.paired_summary`) build :class:`PairSums` from their own storage
+and call :func:`pair_figures`; that is why live and offline agree exactly.
 
 Conventions (one for every edge case; see docs/contract.md, "Pair figures: conventions")
 -------------------------------------------------------------------------------------
@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import power as pw
+from monitor.stats.clusters import cluster_inflation
 from monitor.stats.sequential import PairPaths
 
 FloatArray = NDArray[np.float64]
@@ -221,7 +222,9 @@ class PairFigures:
     ``n_star``, ``q``, ``mde`` and ``q_grouped`` are at the per-comparison level ``alpha``
     (family-adjusted by the caller); ``log_e`` is the pair's e-process, and ``cs_low``,
     ``cs_high``, ``n_star_anytime``, ``q_anytime`` are at level ``e_alpha`` (None when the
-    figures were computed without ``intervals``: they need root finding).
+    figures were computed without ``intervals``: they need root finding). With paths,
+    ``n_star_anytime`` is sized for the decision of :mod:`monitor.stats.sequential` (one side
+    reaching 2/e_alpha), without them for E ≥ 1/e_alpha.
     ``n11 … n00`` are valid where ``binary``.
     """
 
@@ -568,12 +571,15 @@ def pair_figures(
         n_av = np.zeros_like(n)
         constructions: tuple[tuple[Literal["mcnemar", "bounded"], BoolArray], ...] = (
             ("mcnemar", mcnemar), ("bounded", ~mcnemar))
+        # Sized for the rule that decides: with paths, a one-sided e-process reaching 2/γ
+        # (stats.sequential); without, E ≥ 1/e_alpha now (resolved_anytime).
+        rule: Literal["side", "mean"] = "side" if paths is not None else "mean"
         for construction, mask in constructions:
             for level in np.unique(e_levels[mask]):  # one boundary table per level
                 sel = mask & (e_levels == level)
                 n_av[sel] = np.atleast_1d(n_star_anytime(
                     d_size[sel], s2_size[sel], alpha=float(level), power=power,
-                    construction=construction))
+                    construction=construction, rule=rule))
         q_av = _ratio(n, n_av)
 
     g = sums.groups
@@ -634,10 +640,7 @@ def _grouped(g: GroupSums | None, n: FloatArray, delta: FloatArray, sigma2: Floa
         # Sampled clusters: the cluster-robust variance with its small-sample factor
         # G/(G − 1), and never below the i.i.d. one — q_cluster ≤ q. One cluster: no
         # between-cluster variance can be estimated, q_cluster = 0.
-        factor = np.where(g.count > 1, g.count / np.where(g.count > 1, g.count - 1.0, 1.0),
-                          np.inf)
-        inflation = np.where(de > 0, np.maximum(de * factor, 1.0), np.inf)
-        return de, _ratio(n, n_star * inflation)
+        return de, _ratio(n, n_star * cluster_inflation(de, g.count))
 
 
 def _paired_t_p(delta: FloatArray, sigma2: FloatArray, n: FloatArray, student_t: Any

@@ -6,11 +6,9 @@ equal-length arrays of scores in [0, 1] (0/1 or continuous).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from numpy.typing import ArrayLike
-from scipy.stats import norm
 
 from monitor.stats import power as pw
 from monitor.stats.figures import PairRecord, PairSums, pair_figures
@@ -69,15 +67,10 @@ class PairedSummary:
         """Minimum detectable effect z σ̃ / √N at these N items."""
         return self._figures(alpha, power).mde
 
-    def z(self) -> float:
-        """Wald statistic δ̂ / √(σ̂_D² / N) of the paired z-test (±inf when σ̂_D² = 0 ≠ δ̂)."""
-        if self.sigma_d2 <= 0:
-            return 0.0 if self.delta == 0 else math.copysign(math.inf, self.delta)
-        return self.delta / math.sqrt(self.sigma_d2 / self.n)
-
     def p_value(self) -> float:
-        """Two-sided p-value of the paired z-test on D̄, the test that N* is sized for."""
-        return float(2.0 * norm.sf(abs(self.z())))
+        """Two-sided p-value of the pair's fixed-N test, the kernel's: exact McNemar on 0/1
+        scores (2:0 discordant pairs give 0.5), the paired t-test otherwise."""
+        return self._figures(0.05, 0.8).p_value
 
 
 def paired_summary(x_a: ArrayLike, x_b: ArrayLike) -> PairedSummary:

@@ -36,7 +36,8 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
     table = _table(np.random.default_rng(0))
     a, b = np.triu_indices(5, 1)
     for order, seed in [("file", None), ("shuffle", 3)]:
-        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule)
+        replay = anytime_replay(table, (a, b), alpha=0.05, order=order, seed=seed, rule=rule,
+                                planned_models=32)
         fields = [replay.pair_fields(k) for k in range(a.size)]
         x = table.scores if seed is None else table.scores[np.random.default_rng(seed).permutation(3000)]
         birth = _birth(x)
@@ -68,9 +69,14 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
 
 
 def test_power_json_has_n_star_anytime(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["power", "--pa", "0.65", "--pb", "0.60", "--rho", "0.30", "--json"]) == 0
+    # docs/anytime.md's worked example: the live rule on a board planned for 32 models (a
+    # simulated 80 % point of 4,081 items, tests/statistical/test_live_power.py) beside one
+    # pair alone (1,675 simulated).
+    assert main(["power", "--pa", "0.65", "--pb", "0.60", "--rho", "0.30",
+                 "--planned-models", "32", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n_star"] == 1028 and out["n_star_anytime"] == 1980
+    assert out["n_star"] == 1028 and out["n_star_anytime"] == 4051
+    assert out["n_star_anytime_single_pair"] == 1694 and out["e_threshold"] == 19840
 
 
 def test_calibrate_anytime_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,4 +84,10 @@ def test_calibrate_anytime_json(capsys: pytest.CaptureFixture[str]) -> None:
                  "--pa", "0.65", "--pb", "0.55", "--rho", "0.3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["null"]["naive_peeked_z"]["false_resolution_rate"] > out["null"]["e_process"]["false_resolution_rate"]
-    assert 0 <= out["alternative"]["resolved_by_n_star_anytime"] <= 1
+    alt = out["alternative"]
+    assert 0 <= alt["resolved_by_n_star_anytime"] <= 1
+    assert 0 <= alt["single_pair"]["resolved_by_n_star_anytime"] <= 1
+    # the live rule's N*_AV is the power command's for the same board
+    assert main(["power", "--pa", "0.65", "--pb", "0.55", "--rho", "0.3", "--json"]) == 0
+    assert alt["n_star_anytime"] == json.loads(capsys.readouterr().out)["n_star_anytime"]
+    assert alt["median_items"] <= alt["power_quantile_items"] <= alt["horizon"]

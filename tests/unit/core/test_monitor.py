@@ -145,9 +145,12 @@ def test_fixed_n_family_and_the_anytime_shares() -> None:
     adj.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
     assert adj.ranking("b")["fixed_n"]["m"] == 3
     # The anytime threshold of a pair does not depend on the family: its share of α is
-    # fixed by its birth order (a, b, c, d arrive in that order; 32 models planned).
+    # fixed by its birth order (a, b, c, d arrive in that order; the default planned size,
+    # M₀ ≥ 4, puts all six pairs in the first block).
     assert rk["anytime"]["procedure"] == "online-bonferroni"
-    gamma = 0.05 / (2 * 496)  # the planned board's 496 pairs share α/2
+    m0 = mon.config.planned_models
+    assert m0 >= 4 and rk["anytime"]["planned_models"] == m0
+    gamma = 0.05 / (m0 * (m0 - 1))  # the planned board's M₀(M₀ − 1)/2 pairs share α/2
     for p in rk["pairs"]:
         assert p["e_threshold"] == pytest.approx(1 / gamma)
     assert [p["e_threshold"] for p in adj.ranking("b")["pairs"]] == [

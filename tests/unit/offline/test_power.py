@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from scipy.stats import norm
 
@@ -132,3 +133,74 @@ def test_samples_plan_follows_the_within_item_formula(capsys: pytest.CaptureFixt
         plan_power(0.65, 0.60, 0.30, samples=4)
     with pytest.raises(ValueError, match="within_share"):
         plan_power(0.65, 0.60, 0.30, samples=4, within_share=1.5)
+
+
+def test_the_live_pair_view_and_power_give_one_n_star_anytime(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # One number, one implementation: every pair of a live board shows the N*_AV that
+    # `power` (library and --json) computes for the same gap, variance, planned board and pair.
+    # A board planned for 2 models: pair 1 (x, y) is block 0 (α/2), pairs 2 and 3 block 1 (α/8).
+    from monitor.contracts import ItemResult
+    from monitor.core import CoreConfig, Monitor
+    from monitor.stats.figures import sizing_estimates
+    from monitor.stats.sequential import pair_number
+
+    rng = np.random.default_rng(22)
+    common = rng.random(400)
+    scores = {m: ((0.7 * common + 0.3 * rng.random(400)) < p).astype(float)
+              for m, p in (("x", 0.72), ("y", 0.62), ("z", 0.50))}
+    mon = Monitor(CoreConfig(alpha=0.05, power=0.8, planned_models=2))
+    mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=float(scores[m][i]))
+               for i in range(400) for m in ("x", "y", "z")])  # born x, y, z
+    born = {"x": 0, "y": 1, "z": 2}
+    views = mon.pairs("b", "all")
+    assert len(views) == 3
+    seen_blocks = set()
+    for view in views:
+        lo, hi = sorted((born[view["model_a"]], born[view["model_b"]]))
+        number = int(pair_number(lo, hi))
+        # the view's sizing gap and variance as a plan (p_A, p_B, ρ) around 1/2
+        d, s2 = (float(x[0]) for x in sizing_estimates(view["n"], view["s"], view["v"]))
+        pa, pb = 0.5 + d / 2, 0.5 - d / 2
+        w = pa * (1 - pa)
+        rho = (2 * w - s2) / (2 * w)
+        plan = plan_power(pa, pb, rho, planned_models=2, pair=number)
+        seen_blocks.add(plan.block)
+        assert plan.level == pytest.approx(1.0 / view["e_threshold"], rel=1e-12)
+        assert plan.n_star_anytime_exact == pytest.approx(view["n_star_anytime"], rel=1e-9)
+        assert plan.n_star_anytime == math.ceil(view["n_star_anytime"])
+        assert main(["power", "--pa", repr(pa), "--pb", repr(pb), "--rho", repr(rho),
+                     "--planned-models", "2", "--pair", str(number), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["n_star_anytime"] == math.ceil(view["n_star_anytime"])
+        assert out["pair"] == number and out["e_threshold"] == pytest.approx(view["e_threshold"])
+    assert seen_blocks == {0, 1}
+
+
+def test_power_sizes_the_live_rule_beside_the_single_pair_one() -> None:
+    # docs/anytime.md: (0.65, 0.60, 0.30) on a board planned for 32 models (γ_p = α/992) needs
+    # far more items than one pair alone at α; later blocks and bigger boards need more.
+    first = plan_power(0.65, 0.60, 0.30, planned_models=32)
+    assert first.level == pytest.approx(0.05 / 992, rel=1e-12) and first.block == 0
+    assert 3.8 < first.n_star_anytime / first.n_star < 4.1
+    assert 1.6 < first.n_star_anytime_single / first.n_star < 1.7
+    later = plan_power(0.65, 0.60, 0.30, planned_models=32, pair=497)  # block 1: α/(496·8)
+    assert later.block == 1 and later.level == pytest.approx(0.05 / (496 * 8), rel=1e-12)
+    assert later.n_star_anytime > first.n_star_anytime
+    by_block = plan_power(0.65, 0.60, 0.30, planned_models=32, block=1)
+    assert (by_block.level, by_block.n_star_anytime_exact) == (later.level,
+                                                               later.n_star_anytime_exact)
+    small = plan_power(0.65, 0.60, 0.30, planned_models=3)
+    assert first.n_star_anytime_single < small.n_star_anytime < first.n_star_anytime
+    d = first.to_dict()
+    assert d["n_star_anytime_single_pair"] == first.n_star_anytime_single
+    assert d["e_threshold"] == pytest.approx(992 / 0.05) and d["planned_models"] == 32
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"planned_models": 1}, "planned_models"), ({"pair": 0}, "pair"), ({"block": -1}, "block"),
+    ({"pair": 3, "block": 1}, "not both"),
+])
+def test_invalid_board_options(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan_power(0.65, 0.60, 0.30, **kwargs)

@@ -83,11 +83,43 @@ def test_stratified_variance_formula_and_bound() -> None:
     assert 0 < strata_design_effect(d, g) <= 1.0
 
 
-def test_n_star_and_q_cluster() -> None:
-    np.testing.assert_allclose(n_star_cluster([100.0, np.inf], 4.0), [400.0, np.inf])
-    np.testing.assert_allclose(q_cluster(200, [100.0, np.inf], 4.0), [0.5, 0.0])
+def test_n_star_and_q_cluster_are_the_kernel_s() -> None:
+    # N* · max(DE · G/(G − 1), 1): with G = 5, DE = 4 → 5.0; G = 1 → no estimate (q = 0)
+    np.testing.assert_allclose(n_star_cluster([100.0, np.inf], 4.0, 5), [500.0, np.inf])
+    np.testing.assert_allclose(q_cluster(200, [100.0, np.inf], 4.0, 5), [0.4, 0.0])
+    assert q_cluster(200, 100.0, 4.0, 1) == 0.0
+    assert q_cluster(200, 100.0, 0.5, 20) == pytest.approx(2.0)  # never above q
     res = design_effect([1.0, 1.0, 0.0, -1.0], ["a", "a", "b", "b"])
-    assert res.q_cluster(200, 100.0) == pytest.approx(2 / res.de)
+    assert res.q_cluster(200, 100.0) == pytest.approx(2 / (res.de * 2.0))
+
+
+def test_q_cluster_of_the_design_effect_equals_the_kernel_on_real_pairs() -> None:
+    """One formula: design_effect(...).q_cluster equals the report's q_cluster (the kernel)."""
+    from monitor.stats.figures import GroupSums, PairSums, pair_figures
+    from monitor.stats.paired import paired_summary
+
+    rng = np.random.default_rng(3)
+    g = rng.integers(0, 9, size=600).astype(str)
+    xa = (rng.random(600) < 0.7).astype(float)
+    xb = (rng.random(600) < 0.6).astype(float)
+    d = xa - xb
+    res = design_effect(d, g)
+    s = paired_summary(xa, xb)
+    labels, codes = np.unique(g, return_inverse=True)
+    t = np.bincount(codes, weights=d)
+    nc = np.bincount(codes).astype(float)
+    groups = GroupSums(kind="cluster", n_groups=labels.size, t2=np.array([(t * t).sum()]),
+                       tn=np.array([(t * nc).sum()]), n2=np.array([(nc * nc).sum()]),
+                       t2_over_n=np.array([(t * t / nc).sum()]),
+                       count=np.array([float(labels.size)]))
+    sums = PairSums.from_scores(xa, xb)
+    kernel = pair_figures(PairSums.build(n=sums.n, sa=sums.sa, sb=sums.sb, saa=sums.saa,
+                                         sbb=sums.sbb, sab=sums.sab, binary=sums.binary,
+                                         groups=groups))
+    assert kernel.q_grouped is not None and kernel.design_effect is not None
+    assert kernel.design_effect[0] == pytest.approx(res.de, rel=1e-9)
+    assert res.q_cluster(s.n, float(kernel.n_star[0])) == pytest.approx(
+        float(kernel.q_grouped[0]), rel=1e-9)
 
 
 def test_bad_input() -> None:

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import norm
 
 from monitor.stats import power as pw
 from monitor.stats.paired import paired_summary
@@ -66,8 +65,12 @@ def test_methods_match_power_module() -> None:
                                                            rel=1e-12)
     assert s.q(alpha=0.01, power=0.9) == pytest.approx(800 / s.n_star(alpha=0.01, power=0.9))
     assert s.mde() == pytest.approx(pw.z_total() * math.sqrt(s2_size / 800), rel=1e-12)
-    zstat = s.delta / math.sqrt(s.sigma_d2 / 800)
-    assert s.p_value() == pytest.approx(2 * norm.sf(abs(zstat)))
+    # The kernel's fixed-N test: exact McNemar on the discordant pairs (statsmodels' mcnemar
+    # with exact=True is the reference).
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    ref = mcnemar([[s.n11, s.n10], [s.n01, s.n00]], exact=True).pvalue
+    assert s.p_value() == pytest.approx(ref, rel=1e-12)
 
 
 def test_degenerate_pairs() -> None:
@@ -79,7 +82,8 @@ def test_degenerate_pairs() -> None:
     # Every item favours A: the plug-in σ̂² is 0, but N* stays positive and q finite and
     # growing with n (the sizing estimates never give N* = 0).
     all_better = paired_summary([1, 1], [0, 0])
-    assert all_better.p_value() == 0.0 and all_better.sigma_d2 == 0.0
+    # 2:0 discordant pairs: exact McNemar p = 0.5 (the kernel's, not a z-test's 0)
+    assert all_better.p_value() == pytest.approx(0.5) and all_better.sigma_d2 == 0.0
     qs = [paired_summary([1] * n, [0] * n).q() for n in (1, 2, 5, 30, 1000)]
     assert all(0.0 < q < math.inf for q in qs) and qs == sorted(qs)
     assert qs[0] < 1.0 < qs[3]

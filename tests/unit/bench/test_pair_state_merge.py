@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.stats.running import PairState
+from bench._pair_state import PairState
 
 binary_items = st.lists(
     st.tuples(st.sampled_from([0.0, 1.0]), st.sampled_from([0.0, 1.0]), st.sampled_from("abc")),

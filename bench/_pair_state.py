@@ -1,9 +1,11 @@
-"""Mergeable running state of one model pair: the sufficient statistics of the anytime layer.
+"""The benches' peer: one running state per model pair, updated a result at a time.
 
-A ``PairState`` folds paired scores one at a time or in batches, merges with a state built
-elsewhere (another worker, another partition), and serialises to a small plain dict. Every
-verdict figure — δ̂, σ̂_D², ρ̂, N*, q, q_cluster, the e-value, the confidence sequence and q_AV —
-is a function of this state alone, so a replay or a merge gives the same answer.
+What a straightforward monitor keeps — a ``PairState`` per pair that folds paired scores one at
+a time or in batches, merges with a state built elsewhere and serialises to a plain dict — and
+the peer the ingest benches measure the live core against (bench/_peer.py). Not part of the
+package: the monitor keeps its pairs' sums as matrices (monitor/core/board.py). Its figures
+come from the same kernel (:func:`monitor.stats.figures.pair_figures`), and
+tests/unit/bench/test_pair_state.py holds it to numpy on every prefix, so the peer is right.
 """
 
 from __future__ import annotations
