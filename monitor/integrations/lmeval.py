@@ -94,6 +94,8 @@ class UntilResolved:
 
     rounds: list[Round] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)
+    #: The samples of an earlier run's rounds, posted again at the start.
+    resumed: PostReport = field(default_factory=PostReport)
 
     @property
     def evaluated(self) -> int:
@@ -107,6 +109,7 @@ class UntilResolved:
             "evaluated": self.evaluated,
             "rounds": [{"round": r.number, "asked": r.asked, "evaluated": r.evaluated,
                         **r.report.counts(), "plan": r.plan_reason} for r in self.rounds],
+            "resumed": self.resumed.counts(),
             "settled": f.get("settled", []), "open": f.get("open", []),
         }
 
@@ -118,6 +121,18 @@ def _run(cmd: list[str]) -> int:
     except (AttributeError, OSError, ValueError):  # a notebook's stderr has no descriptor
         err = None
     return subprocess.run(cmd, check=False, stdout=err).returncode
+
+
+def _post_samples(client: MonitorClient, path: Path, *, benchmark: str, model: str,
+                  metric: str | None, filter: str | None) -> tuple[list[int], PostReport]:
+    """Post one samples file (item = doc_id); (the doc ids in it, ascending; the account)."""
+    from monitor.io.lmeval import read_lmeval_samples
+
+    got = read_lmeval_samples(path, model=model, metric=metric, filter=filter)
+    events = [{"benchmark": benchmark, "item_id": i, "model": model, "score": s}
+              for i, s in zip(got.item_ids.tolist(), got.scores.tolist(), strict=True)]
+    report = client.post(events, sources=[f"{path}: doc {e['item_id']}" for e in events])
+    return sorted(int(i) for i in got.item_ids.tolist()), report
 
 
 def _samples_file(output: Path, task: str) -> Path:
@@ -151,14 +166,12 @@ def run_until_resolved(
 
     ``task`` is the lm-eval task (default: the benchmark's name); ``command`` the harness
     command line without the options each round sets (:data:`OWN_OPTIONS`); ``work_dir``
-    receives ``round-NNN/samples.json`` and ``round-NNN/output/``. ``run`` runs a command and
-    returns its exit status (default: a subprocess writing its output to this process's
-    stderr);
-    ``say`` receives a line per round. Raises :class:`MonitorError` when the harness fails,
+    receives ``round-NNN/samples.json`` and ``round-NNN/output/`` (the rounds of an earlier
+    run there are posted again first, and the numbering goes on after them). ``run`` runs a
+    command and returns its exit status (default: a subprocess writing its output to this
+    process's stderr); ``say`` receives a line per round. Raises :class:`MonitorError` when the harness fails,
     writes no samples, evaluates other documents than asked, or a round adds nothing.
     """
-    from monitor.io.lmeval import read_lmeval_samples
-
     if count < 1:
         raise ValueError(f"`count` must be at least 1, got {count}")
     task = task or benchmark
@@ -166,6 +179,17 @@ def run_until_resolved(
     runner = run or _run
     out = UntilResolved()
     number = 0
+    # The rounds of an earlier run in the same work directory (ended by an error or an
+    # interrupt): their samples are posted again (what the monitor holds counts as duplicate,
+    # what it lacks is taken), and the rounds go on after the last one.
+    for here in sorted(work_dir.glob("round-[0-9][0-9][0-9]")):
+        number = max(number, int(here.name.removeprefix("round-")))
+        for path in sorted((here / "output").rglob(f"samples_{task}_*.jsonl")):
+            _, report = _post_samples(client, path, benchmark=benchmark, model=model,
+                                      metric=metric, filter=filter)
+            out.resumed = out.resumed.merge(report)
+            say(f"{here.name} of an earlier run: {report.events} results posted again: "
+                f"accepted {report.accepted}, duplicate {report.duplicate}")
     while True:
         plan = client.plan(benchmark, model, against=against, top=top, budget=budget,
                            count=count)
@@ -192,17 +216,14 @@ def run_until_resolved(
             raise MonitorError(f"round {number}: the harness exited with status {status} "
                                f"({' '.join(cmd)})")
         path = _samples_file(here / "output", task)
-        got = read_lmeval_samples(path, model=model, metric=metric, filter=filter)
-        events = [{"benchmark": benchmark, "item_id": i, "model": model, "score": s}
-                  for i, s in zip(got.item_ids.tolist(), got.scores.tolist(), strict=True)]
-        report = client.post(events, sources=[f"{path}: doc {e['item_id']}" for e in events])
-        out.rounds.append(Round(number=number, asked=len(asked), evaluated=len(events),
+        evaluated, report = _post_samples(client, path, benchmark=benchmark, model=model,
+                                          metric=metric, filter=filter)
+        out.rounds.append(Round(number=number, asked=len(asked), evaluated=len(evaluated),
                                 report=report, plan_reason=plan["reason"]))
-        say(f"round {number}: {len(events)} results posted: accepted {report.accepted}, "
+        say(f"round {number}: {len(evaluated)} results posted: accepted {report.accepted}, "
             f"duplicate {report.duplicate}, conflict {report.conflict}, invalid {report.invalid}")
         for r in report.rejected[:3]:
             say(f"round {number}: rejected {r.source}: {r.reason}: {r.detail}")
-        evaluated = sorted(int(i) for i in got.item_ids.tolist())
         if evaluated != asked:
             extra = sorted(set(evaluated) - set(asked))[:5]
             missing = sorted(set(asked) - set(evaluated))[:5]

@@ -28,6 +28,8 @@ TASK = "tiny_choice"
 DOCS = 1200
 PRIOR = {"strong": 0.9, "mid": 0.75, "weak": 0.2}  # the dummy model is right half the time
 PLANNED = "4"
+HARNESS = (sys.executable, "-m", "lm_eval", "run", "--model", "dummy", "--tasks", TASK,
+           "--include_path", str(TASK_DIR))
 
 
 def _prior(seed: int = 11) -> list[dict[str, Any]]:
@@ -64,14 +66,22 @@ def test_the_harness_runs_round_by_round_until_the_plan_says_stop(
         status, reply = srv.post(prior)
         assert status == 202 and reply["accepted"] == len(prior), reply
         work = tmp_path / "rounds"
-        res = subprocess.run(
-            [sys.executable, "-m", "monitor.cli", "evaluate-until-resolved", "--url", url,
-             "--benchmark", TASK, "--model", "dummy", "--work-dir", str(work), "--count", "100",
-             "--json", "--",
-             sys.executable, "-m", "lm_eval", "run", "--model", "dummy", "--tasks", TASK,
-             "--include_path", str(TASK_DIR)],
-            cwd=tmp_path, env=_harness_env(tmp_path), capture_output=True, text=True,
-            timeout=900)
+
+        def loop(*harness: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "monitor.cli", "evaluate-until-resolved", "--url", url,
+                 "--benchmark", TASK, "--model", "dummy", "--work-dir", str(work),
+                 "--count", "100", "--json", "--", *harness],
+                cwd=tmp_path, env=_harness_env(tmp_path), capture_output=True, text=True,
+                timeout=900)
+
+        # The first run breaks down in its second round (the harness fails); the same
+        # command again posts the first round once more and goes on from round 3.
+        failing = loop("sh", "-c", 'case "$*" in *round-002*) exit 7;; esac; exec "$@"', "sh",
+                       *HARNESS)
+        assert failing.returncode == 2, failing.stderr[-4000:]
+        assert "round 2: the harness exited with status 7" in failing.stderr
+        res = loop(*HARNESS)
         assert res.returncode == 0, res.stderr[-4000:]
         out = json.loads(res.stdout)
         status, live = srv.get_json(f"/v1/benchmarks/{TASK}/models/dummy/plan?count=0")
@@ -79,23 +89,28 @@ def test_the_harness_runs_round_by_round_until_the_plan_says_stop(
     finally:
         srv.stop()
     rounds = out["rounds"]
-    evaluated = out["evaluated"]
+    evaluated = 100 + out["evaluated"]  # with the first run's round
+    assert out["resumed"] == {"events": 100, "accepted": 0, "duplicate": 100, "conflict": 0,
+                              "invalid": 0}
+    assert [r["round"] for r in rounds] == list(range(3, 3 + len(rounds)))
     assert out["action"] == "stop" and 0 < evaluated < DOCS, out
-    assert live["action"] == "stop" and live["items_done"] == evaluated
+    assert live["action"] == "stop" and live["items_done"] == out["items_done"] == evaluated
     assert all(r["asked"] == r["evaluated"] == r["accepted"] == 100 for r in rounds), rounds
     # Each round asked for the next 100 documents of the monitor's order, in ascending doc
-    # ids, and the harness logged each document under its own id.
+    # ids, and the harness logged each document under its own id. Round 2 ran nothing, so
+    # round 3 asked for the documents it had asked for.
     order = _order()
     posted: list[list[tuple[str, float]]] = []
-    for n, _ in enumerate(rounds, start=1):
+    for k, n in enumerate([1, *(r["round"] for r in rounds)]):
         here = work / f"round-{n:03d}"
         asked = json.loads((here / "samples.json").read_text())[TASK]
-        assert asked == sorted(int(i) for i in order[100 * (n - 1):100 * n])
+        assert asked == sorted(int(i) for i in order[100 * k:100 * (k + 1)])
         (samples,) = here.joinpath("output").rglob(f"samples_{TASK}_*.jsonl")
         lines = [json.loads(x) for x in samples.read_text().splitlines()]
         assert [r["doc_id"] for r in lines] == asked
         assert all(r["doc"]["idx"] == r["doc_id"] for r in lines)
         posted.append([(str(r["doc_id"]), float(r["acc"])) for r in lines])
+    assert not (work / "round-002" / "output").exists()
 
     # The offline replay: the monitor's settings, the prior results, then each round's
     # results in the order posted, asking the plan after each round.
@@ -109,7 +124,7 @@ def test_the_harness_runs_round_by_round_until_the_plan_says_stop(
         mon.apply([ItemResult(benchmark=TASK, item_id=i, model="dummy", score=s)
                    for i, s in results])
         stops.append(mon.plan(TASK, "dummy", count=0).action == "stop")
-    assert stops == [False] * (len(rounds) - 1) + [True]
+    assert stops == [False] * (len(posted) - 1) + [True]
     offline = mon.plan(TASK, "dummy", count=0).as_dict()
     assert offline["reason"] == out["reason"] == live["reason"]
     verdicts = {p["model"]: p["verdict"] for p in offline["settled"]}
