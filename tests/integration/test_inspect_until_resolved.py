@@ -138,6 +138,8 @@ def test_a_sequential_eval_stops_where_the_offline_replay_stops(
     finally:
         srv.stop()
     evaluated, skipped, meta = _account(log)
+    print(f"sequential: {len(evaluated)} evaluated, {len(skipped)} skipped, stop after "
+          f"{meta['stopped_after']} results: {meta['stop_reason']}")
     order = [f"q{i}" for i in np.argsort(item_keys("arith", [f"q{i}" for i in range(ITEMS)]),
                                          kind="stable")]
     done = len(evaluated)
@@ -200,6 +202,8 @@ def test_a_concurrent_eval_loses_nothing(tmp_path: Path) -> None:
     finally:
         srv.stop()
     evaluated, skipped, meta = _account(log)
+    print(f"concurrent: {len(evaluated)} evaluated, {len(skipped)} skipped, stop after "
+          f"{meta['stopped_after']} results: {meta['stop_reason']}")
     assert len(evaluated) + len(skipped) == ITEMS
     assert not set(evaluated) & set(skipped)
     assert len(skipped) > 0 and meta["stopped"]
@@ -228,6 +232,8 @@ def test_epochs_are_repeated_samples_and_the_stop_comes_in_the_last(tmp_path: Pa
     finally:
         srv.stop()
     evaluated, skipped, meta = _account(log)
+    print(f"epochs: {len(evaluated)} samples evaluated, {len(skipped)} skipped: "
+          f"{meta['stop_reason']}")
     first = [i for i, e in evaluated if e == 1]
     second = [i for i, e in evaluated if e == 2]
     assert len(first) == items and {e for _, e in skipped} == {2}, meta
@@ -329,6 +335,7 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
         _, live = srv.get_json("/v1/benchmarks/arith/models/mockllm%2Fmodel/plan?count=0")
     finally:
         srv.stop()
+    print(f"example: {res.stdout.strip()}")
     m = re.fullmatch(r"(.+): (\d+) samples run, (\d+) skipped\n", res.stdout)
     assert m is not None, res.stdout
     reason, run, skipped = m.group(1), int(m.group(2)), int(m.group(3))

@@ -90,6 +90,8 @@ def test_the_harness_runs_round_by_round_until_the_plan_says_stop(
         srv.stop()
     rounds = out["rounds"]
     evaluated = 100 + out["evaluated"]  # with the first run's round
+    print(f"lm-eval: {evaluated} of {DOCS} documents evaluated in {1 + len(rounds)} rounds: "
+          f"{out['reason']}")
     assert out["resumed"] == {"events": 100, "accepted": 0, "duplicate": 100, "conflict": 0,
                               "invalid": 0}
     assert [r["round"] for r in rounds] == list(range(3, 3 + len(rounds)))
