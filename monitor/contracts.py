@@ -216,9 +216,12 @@ class Results(list[Result]):
     Every stage of ingest (the caps, the host's grouping, the core's fold, the store) asks
     the same questions of a batch: one benchmark? only original results of sample 0 without
     flags? which items, models, clusters, scores? Each is one pass over the events, taken the
-    first time it is asked and kept (a batch is not changed once built). ``defaults`` says the
-    decoder knows already that no event names a ``variant``, ``sample`` or ``flags`` (no such
-    key in the bytes it read), which answers the second question without a pass.
+    first time it is asked and kept. So a batch does not change once built: the list's
+    mutators raise (``+=``, ``insert``, ``pop`` … would leave the kept answers stale); the
+    decoder that builds one adds to it with :meth:`_extend` before handing it out.
+    ``defaults`` says the decoder knows already that no event names a ``variant``, ``sample``
+    or ``flags`` (no such key in the bytes it read), which answers the second question
+    without a pass.
     """
 
     __slots__ = ("_memo", "defaults")
@@ -228,17 +231,17 @@ class Results(list[Result]):
         self.defaults = defaults
         self._memo: dict[str, Any] = {}
 
-    def append(self, event: Result) -> None:
-        self._memo.clear()
-        super().append(event)
-
-    def extend(self, events: Any) -> None:
+    def _extend(self, events: Any) -> None:
+        """Add events while the batch is being built (its kept answers are dropped)."""
         self._memo.clear()
         super().extend(events)
 
-    def __setitem__(self, i: Any, value: Any) -> None:
-        self._memo.clear()
-        super().__setitem__(i, value)
+    def _immutable(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a Results batch does not change once built: make a new one "
+                        "(Results([...]))")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _immutable
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
 
     @classmethod
     def of(cls, events: Any) -> Results:
@@ -282,10 +285,10 @@ class Results(list[Result]):
         """The batch split by benchmark, each part in order (itself when it has one)."""
         if self.benchmark is not None:
             return {self.benchmark: self}
-        groups: dict[str, Results] = {}
+        groups: dict[str, list[Result]] = {}
         for ev in self:
-            groups.setdefault(ev.benchmark, Results()).append(ev)
-        return groups
+            groups.setdefault(ev.benchmark, []).append(ev)
+        return {name: Results(evs) for name, evs in groups.items()}
 
     @property
     def items(self) -> list[str]:
@@ -476,7 +479,7 @@ class Decoded:
             self.index = list(range(len(self.results)))
         if self.index is not None:
             self.index.extend(range(offset, offset + len(events)))
-        self.results.extend(events)
+        self.results._extend(events)
         self.results.defaults = self.results.defaults and defaults
 
     @property

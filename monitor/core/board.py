@@ -174,6 +174,8 @@ class BenchmarkState:
         self.last_ranking: tuple[tuple[str, ...], bool, tuple[int, ...]] = ((), False, ())
         self.table: PairTable | None = None
         self.table_stale = False  # results applied since ``table`` was computed
+        # Bumped by every change of the state: a table reads the state only at its version.
+        self.version = 0
         # (planned models, block of each pair's share of α, columns filled): derived, cached
         self.blocks: tuple[int, NDArray[np.int8], int] | None = None
         # Sampled clusters: each pair's clustered decision (indexed by pair_number − 1, by
@@ -182,6 +184,12 @@ class BenchmarkState:
                                             if spec.design == "clusters" else None)
         # The items' places in the benchmark's fixed random order (derived, cached).
         self._order_keys: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+
+    def changed(self) -> None:
+        """Mark the state changed (a batch applied, a decision adopted): tables handed out
+        before refuse further reads, and the next read computes a new one."""
+        self.table_stale = True
+        self.version += 1
 
     def order_keys(self) -> NDArray[np.uint64]:
         """Each item's place in the benchmark's fixed random order (:func:`monitor.core.plan.

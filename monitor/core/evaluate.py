@@ -103,4 +103,5 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
         levels_of=levels_of, decided_ts=st.decided_time,
         binary_board=bool(np.all(st.nonbinary[:k] == 0)),
         samples=st.samples, within_of=st.within_sums if st.samples > 1 else None,
+        version=st.version,
     )

@@ -214,7 +214,7 @@ class Monitor:
 
         for name in pending:
             self._dirty.setdefault(name, None)
-            benches[name].table_stale = True
+            benches[name].changed()
         changes = self.evaluate() if evaluate else []
         return ApplyResult(codes=codes, dead_letters=dead, changes=changes)
 
@@ -465,7 +465,7 @@ class Monitor:
         if st.cpaths is not None:
             st.cpaths.decided_obs[at] = st.cpaths.n_obs[at]
         st.stamp(np.asarray([flat]), ts or self._now())
-        st.table_stale = True
+        st.changed()
         self._dirty.setdefault(benchmark, None)
         return True
 

@@ -106,10 +106,18 @@ class _Grid:
 
 
 class PairSource(Protocol):
-    """Where a table reads pair sums from (the live state: the benchmark's pair sums)."""
+    """Where a table reads pair sums from (the live state: the benchmark's pair sums), with
+    the version of that state (bumped by every change)."""
+
+    version: int
 
     def pair_sums(self, a: NDArray[np.int64], b: NDArray[np.int64], *,
                   clusters: bool = True) -> PairSums: ...
+
+
+class StaleTable(RuntimeError):
+    """A table was read after the state it was computed from changed: ask the monitor for the
+    current one (``Monitor.table``)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,7 @@ class PairTable:
     decided_ts: Callable[[int, int], datetime | None] = field(
         default=lambda a, b: None, compare=False, repr=False)
     binary_board: bool = True  # every score so far is 0 or 1
+    version: int = 0  # the source's version the table was computed at
     samples: int = 1  # K samples per (item, model); with K > 1 views carry the variance split
     within_of: Callable[[NDArray[np.int64], NDArray[np.int64]],
                         tuple[FloatArray, FloatArray]] | None = field(
@@ -149,10 +158,16 @@ class PairTable:
     _ranks: list[tuple[list[int], list[int], list[int]]] = field(
         default_factory=list, compare=False, repr=False)
 
+    def _check_fresh(self) -> None:
+        if self.source.version != self.version:
+            raise StaleTable("this pair table was computed before the last change of the "
+                             "benchmark's state; ask the monitor for the current one")
+
     def all_figures(self) -> PairFigures:
         """The kernel's figures of every ordered pair (flat a · k + b), without the intervals
         (which need root finding): O(k²) time and memory, cached."""
         if not self._all:
+            self._check_fresh()
             k = len(self.models)
             a, b = (x.ravel() for x in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
             self._all.append(pair_figures(
@@ -250,6 +265,7 @@ class PairTable:
         """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
         todo = [p for p in pairs if p not in self._records]
         if todo:
+            self._check_fresh()
             a = np.asarray([p[0] for p in todo], dtype=np.int64)
             b = np.asarray([p[1] for p in todo], dtype=np.int64)
             fig = pair_figures(self.source.pair_sums(a, b), alpha=self.family_alpha,
@@ -264,6 +280,7 @@ class PairTable:
         records = self.records(pairs)
         split = None
         if self.within_of is not None and pairs:
+            self._check_fresh()
             a = np.asarray([p[0] for p in pairs], dtype=np.int64)
             b = np.asarray([p[1] for p in pairs], dtype=np.int64)
             split = variance_split([r.sigma_d2 for r in records], *self.within_of(a, b),

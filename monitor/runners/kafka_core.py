@@ -297,7 +297,7 @@ class WorkerCore:
                 out.dead_letters.append(self._on_invalid(rec, first.reason, first.detail, out,
                                                          payload=first.payload))
                 continue
-            decoded.extend(d.results)
+            decoded._extend(d.results)
             recs.extend([rec] * len(d.results))
         return recs, decoded
 

@@ -40,10 +40,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from monitor.core.config import MARGIN, BenchmarkSpec, CoreConfig
-from monitor.defaults import PLANNED_MODELS
+from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.errors import ConfigError
-from monitor.stats.cluster_sequential import CLUSTER_ITEMS
 from monitor.stats.figures import Design
 from monitor.stats.multiplicity import METHODS
 
@@ -161,6 +159,12 @@ def _none(value: Any) -> Any:
     return value
 
 
+# The core options' defaults have one home, the core's own config (a lower layer, which cannot
+# read this module); the settings read them there and the CLI help reads the settings.
+_CORE = CoreConfig()
+_SPEC = BenchmarkSpec()
+
+
 class BenchmarkSettings(BaseModel):
     """What the settings declare for one benchmark (``[benchmarks.<name>]`` in a settings
     file; ``LLM_MONITOR_BENCHMARKS='{"name": {...}}'`` in the environment)."""
@@ -168,15 +172,15 @@ class BenchmarkSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # K samples per (item, model) of this benchmark (its results' `sample` 0 … K − 1).
-    samples: int = Field(default=1, ge=1, le=1024)
+    samples: int = Field(default=_SPEC.samples, ge=1, le=1024)
     # How its items were drawn (docs/clusters-vs-strata.md): "items", "strata" (the results'
     # `cluster` labels are fixed strata) or "clusters" (sampled clusters); it decides the
     # verdict. cluster_items: r, the items of a cluster forming its one observation.
-    design: Design = "items"
-    cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    design: Design = _SPEC.design
+    cluster_items: int = Field(default=_SPEC.cluster_items, ge=1, le=10_000)
     # Δ, the equivalence margin on the score scale (0.01 = one point); "none": no
     # equivalence decisions.
-    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
+    margin: float | None = Field(default=_SPEC.margin, gt=0.0, lt=0.5)
 
     @field_validator("margin", mode="before")
     @classmethod
@@ -201,30 +205,30 @@ class Settings(BaseSettings):
     )
 
     # -- the monitor core (every runner) ---------------------------------------------------
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    power: float = Field(default=0.8, gt=0.0, lt=1.0)
+    alpha: float = Field(default=_CORE.alpha, gt=0.0, lt=1.0)
+    power: float = Field(default=_CORE.power, gt=0.0, lt=1.0)
     # The board size each pair's fixed share of α is planned for (monitor.stats.sequential).
-    planned_models: int = Field(default=PLANNED_MODELS, ge=2)
+    planned_models: int = Field(default=_CORE.planned_models, ge=2)
     # K samples per (item, model) of a new benchmark that declares none, in `benchmarks` or
     # by its first result's `k`: an item enters the pairs with the mean of its K samples.
-    samples: int = Field(default=1, ge=1, le=1024)
+    samples: int = Field(default=_CORE.samples, ge=1, le=1024)
     # The design (and items per cluster observation) of a benchmark not in `benchmarks`.
-    design: Design = "items"
-    cluster_items: int = Field(default=CLUSTER_ITEMS, ge=1, le=10_000)
+    design: Design = _CORE.design
+    cluster_items: int = Field(default=_CORE.cluster_items, ge=1, le=10_000)
     # Δ, the equivalence margin of a benchmark not in `benchmarks`: a pair whose confidence
     # sequence lies inside (−Δ, Δ) is declared equivalent (0.01 = one point; "none": never).
-    margin: float | None = Field(default=MARGIN, gt=0.0, lt=0.5)
+    margin: float | None = Field(default=_CORE.margin, gt=0.0, lt=0.5)
     # Per-benchmark declarations, fixed when the benchmark's first result arrives.
     benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
-    family: Literal["adjacent", "all"] = "adjacent"
+    family: Literal["adjacent", "all"] = _CORE.family
     # Multiplicity correction of the fixed-N figures (monitor.stats.multiplicity.METHODS).
-    correction: str = "bonferroni"
-    per_pair_series: Literal["adjacent", "all"] = "adjacent"
+    correction: str = _CORE.correction
+    per_pair_series: Literal["adjacent", "all"] = _CORE.per_pair_series
     # At most this many pairs per benchmark get per-pair metrics series (top of the ranking).
-    pair_series_limit: int = Field(default=1000, ge=0)
+    pair_series_limit: int = Field(default=_CORE.pair_series_limit, ge=0)
     # Items carrying any of these flags are excluded from resolution; a comma-separated list
     # in the environment (LLM_MONITOR_EXCLUDE_FLAGS=leak-suspect,canary).
-    exclude_flags: Annotated[tuple[str, ...], NoDecode] = ("leak-suspect",)
+    exclude_flags: Annotated[tuple[str, ...], NoDecode] = _CORE.exclude_flags
     # Items flagged `leak-suspect` count in resolution (drops it from exclude_flags).
     include_leak_suspect: bool = False
     # Verdicts are re-evaluated at most this often (seconds) while results stream in, and once

@@ -239,7 +239,9 @@ class HealthProbe:
 
 
 def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, Any]:
-    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order."""
+    """``llm-monitor report --anytime`` on the acknowledged events, in acknowledgement order,
+    with the item-level decisions the monitor takes under its default design (the clusters
+    read as strata: `--cluster-col` would declare sampled clusters, another verdict)."""
     import csv
 
     with path.open("w", newline="") as fh:
@@ -247,7 +249,7 @@ def offline_report(acknowledged: list[dict[str, Any]], path: Path) -> dict[str, 
         w.writerow(["item_id", "model", "score", "cluster"])
         for ev in acknowledged:
             w.writerow([ev["item_id"], ev["model"], ev["score"], ev["cluster"]])
-    res = cli("report", str(path), "--anytime", "--order", "file", "--cluster-col", "cluster",
+    res = cli("report", str(path), "--anytime", "--order", "file", "--strata-col", "cluster",
               "--json", timeout=120)
     assert res.returncode == 0, res.stderr
     return dict(json.loads(res.stdout))

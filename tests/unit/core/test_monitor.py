@@ -411,3 +411,35 @@ def test_consistent_order_is_the_topological_order_of_the_decisions() -> None:
         against += bool(np.tril(above[np.ix_(by_mean, by_mean)]).any())
         assert consistent_order(by_mean, above) == kahn(by_mean, above)
     assert 20 < against < 100  # both branches were taken
+
+
+def test_a_table_held_across_a_batch_refuses_to_mix_two_moments() -> None:
+    """A PairTable is the board at one evaluation: after another batch its figures would mix
+    the old order and means with the new sums, so reading them raises instead."""
+    from monitor.core.table import StaleTable
+
+    mon = Monitor()
+    mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=float(s))
+               for i in range(20) for m, s in (("x", 1), ("y", i % 2))])
+    held = mon.table("b")
+    assert held is not None
+    mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=0.0)
+               for i in range(20, 60) for m in ("x", "y")])
+    with pytest.raises(StaleTable, match="ask the monitor for the current one"):
+        held.views(held.adjacent())
+    fresh = mon.table("b")
+    assert fresh is not None and fresh.views(fresh.adjacent())[0].figures.n == 60
+
+
+def test_a_batch_does_not_change_once_built() -> None:
+    from monitor.contracts import Results
+
+    batch = Results([ItemResult(benchmark="a", item_id="1", model="m", score=1.0)])
+    assert batch.benchmarks == {"a"}
+    other = ItemResult(benchmark="b", item_id="1", model="m", score=1.0)
+    for change in (lambda: batch.__iadd__([other]), lambda: batch.insert(0, other),
+                   lambda: batch.pop(), lambda: batch.append(other),
+                   lambda: batch.__setitem__(0, other)):
+        with pytest.raises(TypeError, match="does not change once built"):
+            change()
+    assert batch.benchmarks == {"a"} and len(batch) == 1

@@ -192,3 +192,13 @@ def test_every_core_option_means_the_same_in_every_runner(
     monkeypatch.setenv("LLM_MONITOR_BATCH_SIZE", "77")
     from_env = _captured(monkeypatch, ["worker"])
     assert (from_env.correction, from_env.batch_size) == ("holm", 77)
+
+
+def test_the_core_options_have_one_home() -> None:
+    """The settings' core defaults are CoreConfig's own (the CLI help shows the settings'):
+    nothing typed twice can drift."""
+    from monitor.core.config import BenchmarkSpec, CoreConfig
+    from monitor.runners.settings import BenchmarkSettings
+
+    assert Settings.build(serve_http=False).core_config() == CoreConfig()
+    assert BenchmarkSettings().spec() == BenchmarkSpec()
