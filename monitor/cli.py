@@ -23,6 +23,7 @@ def _root() -> None:
 _COMMAND_MODULES = {"power": "power", "leakage": "leakage", "report": "report",
                     "stability": "stability", "run": "run", "demo": "run",
                     "post": "post", "watch": "watch", "plan": "plan",
+                    "evaluate-until-resolved": "until_resolved",
                     "calibrate": "calibrate", "compare": "compare", "verdict": "verdict",
                     "schemas": "schemas", "worker": "worker", "produce": "worker"}
 

@@ -41,6 +41,12 @@ _RESULTS = "/v1/results"
 class ClientError(MonitorError):
     """The monitor refused a request or could not be reached: check the URL, token and server log."""
 
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        #: The HTTP status of a refusal (e.g. 404 for an unknown benchmark); None when the
+        #: monitor could not be reached.
+        self.status = status
+
 
 class _Dumpable(Protocol):
     def model_dump(self, *, mode: str, exclude_none: bool) -> dict[str, Any]: ...
@@ -143,6 +149,21 @@ class PostReport:
                 "last_change_id": self.last_change_id, "passed_over": self.passed_over}
 
 
+def plan_path(benchmark: str, model: str, *, against: Sequence[str] | None = None,
+              top: int | None = None, budget: int | None = None, count: int = 100) -> str:
+    """The plan route's path and query for these options (names URL-quoted)."""
+    query: dict[str, Any] = {"count": count}
+    if against:
+        query["against"] = ",".join(against)
+    if top:
+        query["top"] = top
+    if budget:
+        query["budget"] = budget
+    quote = urllib.parse.quote
+    return (f"/v1/benchmarks/{quote(benchmark, safe='')}/models/{quote(model, safe='')}/plan?"
+            + urllib.parse.urlencode(query))
+
+
 def encode_event(event: Event) -> bytes:
     """One NDJSON line: a mapping as JSON, an :class:`~monitor.contracts.ItemResult` by its
     JSON dump (None fields left out)."""
@@ -234,7 +255,7 @@ class _Base:
         if status < 300 or (status == 400 and isinstance(doc, dict) and "events" in doc):
             return doc
         detail = doc.get("detail") if isinstance(doc, dict) else data[:200].decode("utf-8", "replace")
-        raise ClientError(f"{self.url}{path}: HTTP {status}: {detail}")
+        raise ClientError(f"{self.url}{path}: HTTP {status}: {detail}", status=status)
 
 
 class MonitorClient(_Base):
@@ -323,6 +344,16 @@ class MonitorClient(_Base):
     def get(self, path: str) -> Any:
         """The JSON of ``GET path`` (e.g. ``/v1/benchmarks/mmlu/ranking``)."""
         return self.request("GET", path)[0]
+
+    def plan(self, benchmark: str, model: str, *, against: Sequence[str] | None = None,
+             top: int | None = None, budget: int | None = None, count: int = 100
+             ) -> dict[str, Any]:
+        """The stop signal of ``model`` on ``benchmark`` (``GET …/plan``, docs/until-resolved.md):
+        ``action`` continue or stop, ``reason``, the pairs, ``next_items``. An unknown
+        benchmark raises :class:`ClientError` with ``status`` 404."""
+        plan: dict[str, Any] = self.get(plan_path(benchmark, model, against=against, top=top,
+                                                  budget=budget, count=count))
+        return plan
 
     def post(self, events: Iterable[Event], *, sources: Iterable[str | None] | None = None
              ) -> PostReport:

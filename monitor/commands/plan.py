@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,21 +22,6 @@ HELP = (
 
 #: Exit status of ``plan`` when the answer is stop.
 STOP_STATUS = 3
-
-
-def plan_path(benchmark: str, model: str, *, against: list[str] | None = None,
-              top: int | None = None, budget: int | None = None, count: int = 100) -> str:
-    """The plan route's path and query for these options (names URL-quoted)."""
-    query: dict[str, Any] = {"count": count}
-    if against:
-        query["against"] = ",".join(against)
-    if top:
-        query["top"] = top
-    if budget:
-        query["budget"] = budget
-    quote = urllib.parse.quote
-    return (f"/v1/benchmarks/{quote(benchmark, safe='')}/models/{quote(model, safe='')}/plan?"
-            + urllib.parse.urlencode(query))
 
 
 def render(plan: dict[str, Any], console: Console) -> None:
@@ -82,16 +66,29 @@ def register(app: typer.Typer) -> None:
         count: Annotated[int, typer.Option(help="next items to hand out")] = 100,
         items_out: Annotated[Path | None, typer.Option(
             "--items-out", help="also write the next items, one id per line, to this file")] = None,
+        lm_eval_samples: Annotated[Path | None, typer.Option(
+            "--lm-eval-samples", help="also write the next items as lm-evaluation-harness "
+            "--samples JSON ({TASK: [doc ids]}) to this file (not on stop)")] = None,
+        lm_eval_task: Annotated[str | None, typer.Option(
+            "--lm-eval-task", help="the task of --lm-eval-samples (default: the benchmark)")
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         from monitor.client import MonitorClient
 
         with MonitorClient(url, token=read_token(token_file)) as client:
-            plan = client.get(plan_path(benchmark, model, against=against, top=top,
-                                        budget=budget, count=count))
+            plan = client.plan(benchmark, model, against=against, top=top, budget=budget,
+                               count=count)
         if items_out is not None:
             items_out.write_text("".join(f"{i}\n" for i in plan["next_items"]),
                                  encoding="utf-8")
+        if lm_eval_samples is not None and plan["action"] == "continue":
+            import json
+
+            from monitor.integrations.lmeval import samples_mapping
+
+            mapping = samples_mapping(plan["next_items"], lm_eval_task or benchmark)
+            lm_eval_samples.write_text(json.dumps(mapping), encoding="utf-8")
         emit(plan, as_json=as_json, human=lambda console: render(plan, console))
         if plan["action"] == "stop":
             raise typer.Exit(STOP_STATUS)

@@ -700,12 +700,13 @@ class Monitor:
              top: int | None = None, budget: int | None = None,
              count: int = NEXT_ITEMS) -> Plan:
         """``continue`` or ``stop`` for ``model``'s evaluation on ``benchmark``, with the pairs
-        settled and open, the items done, and the next items (:mod:`monitor.core.plan`).
-        Unknown benchmarks and models raise KeyError."""
+        settled and open, the items done, and the next items (:mod:`monitor.core.plan`); a
+        model with no result yet starts at the first items. Unknown benchmarks raise KeyError,
+        and so does an unknown model named in ``against``."""
         st = self._state(benchmark)
         table = self._current(st)
-        if table is None or model not in st.model_col:
-            raise KeyError(f"no model {model!r} in benchmark {benchmark!r}")
+        if table is None:
+            raise KeyError(f"no results in benchmark {benchmark!r}")
         rows, k = len(st.item_ids), st.k
         present = ~np.isnan(st.X[:rows, :k])
         present[st.excluded_rows[:rows]] = False

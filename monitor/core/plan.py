@@ -20,6 +20,8 @@ costs is only the decisions the rest of the benchmark would have added (docs/unt
 * **The model is settled** when every pair in the question is settled or futile: ``stop``.
   The question can be narrowed: pairs with a named set of models (``against``), "is it in the
   top K" (``top``: settled when its rank set lies within 1…K or below K), an item budget.
+* **A model with no result yet** (an evaluation about to start) gets ``continue`` with the
+  first items of the order; an unknown benchmark has no plan.
 * **Next items.** The items the compared models have and the model has not done, in a
   seeded random order fixed per benchmark (a keyed hash of each item id with the benchmark's
   name): the order in which an evaluator's results arrive then never depends on outcomes,
@@ -189,11 +191,12 @@ def build_plan(
     count: int = NEXT_ITEMS,
 ) -> Plan:
     """The plan of ``model`` on a board (``table``: its verdicts; ``present``: items × models,
-    which scores exist, excluded items left out; ``keys``: :func:`item_keys` of the items)."""
+    which scores exist, excluded items left out; ``keys``: :func:`item_keys` of the items).
+    A ``model`` not in the table has done no item yet."""
     col = {name: j for j, name in enumerate(table.models)}
-    if model not in col:
-        raise KeyError(f"no model {model!r} in benchmark {benchmark!r}")
-    m = col[model]
+    # A model with no result yet is an evaluation about to start: its first items are the
+    # first of the benchmark's order.
+    m = col.get(model, -1)
     others = [o for o in table.order if o != m]
     if against is not None:
         unknown = [a for a in against if a not in col or a == model]
@@ -201,7 +204,7 @@ def build_plan(
             raise KeyError(f"no other model {unknown[0]!r} in benchmark {benchmark!r}")
         chosen = {col[a] for a in against}
         others = [o for o in others if o in chosen]
-    done = present[:, m]
+    done = present[:, m] if m >= 0 else np.zeros(present.shape[0], dtype=bool)
     compared = present[:, others].any(axis=1) if others else np.zeros(done.shape, bool)
     universe = compared | done
     items_done, items_total = int(done.sum()), int(universe.sum())
@@ -233,6 +236,8 @@ def build_plan(
         next_items = ()
     action, reason = _decide(pairs, items_done=items_done, items_total=items_total,
                              rank=rank, top=top, budget=budget, ranked=m in table.order)
+    if m < 0 and action == "continue":
+        reason = f"no result of {model!r} yet"
     return Plan(benchmark=benchmark, model=model, action=action, reason=reason,
                 items_done=items_done, items_total=items_total, pairs=tuple(pairs),
                 next_items=next_items if action == "continue" else (), question=question,
@@ -244,10 +249,12 @@ def _decide(pairs: list[PairPlan], *, items_done: int, items_total: int,
             ranked: bool) -> tuple[Action, str]:
     if budget is not None and items_done >= budget:
         return "stop", f"the item budget of {budget} is reached"
+    if not ranked or not pairs:
+        # Before "every item done": a model alone on its board has done every item the
+        # others have (none), and still has its whole benchmark to run.
+        return "continue", "no pair with the compared models yet"
     if items_total and items_done >= items_total:
         return "stop", "every item the compared models have is done"
-    if not ranked or not pairs:
-        return "continue", "no pair with the compared models yet"
     if top is not None and rank is not None:
         if rank[1] <= top:
             return "stop", f"settled: in the top {top} (rank set {rank[0]}–{rank[1]})"

@@ -688,7 +688,7 @@ class EmbeddedService:
              top: int | None = None, budget: int | None = None,
              count: int = 100) -> dict[str, Any]:
         """The stop signal of ``model`` on ``benchmark`` (:meth:`monitor.core.Monitor.plan`);
-        KeyError names an unknown model."""
+        KeyError names an unknown model of ``against``."""
         return self._monitor(benchmark).plan(benchmark, model, against=against, top=top,
                                              budget=budget, count=count).as_dict()
 

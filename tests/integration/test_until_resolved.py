@@ -37,8 +37,13 @@ def test_a_new_model_stops_once_its_place_is_settled(tmp_path: Path) -> None:
                  for m in ("strong", "mid", "weak") for i in range(ITEMS)]
         for lo in range(0, len(prior), 5000):
             assert srv.post(prior[lo:lo + 5000])[0] == 202
-        # Before the new model's first result, the plan says so (404: no such model yet).
-        status, _ = srv.get_json("/v1/benchmarks/b/models/new/plan")
+        # Before the new model's first result, the plan starts it at the first items of the
+        # benchmark's order (what the harness loops ask first).
+        status, first = srv.get_json("/v1/benchmarks/b/models/new/plan?count=5")
+        assert status == 200 and first["action"] == "continue", first
+        assert first["reason"] == "no result of 'new' yet" and first["items_done"] == 0
+        assert first["items_total"] == ITEMS and len(first["next_items"]) == 5
+        status, _ = srv.get_json("/v1/benchmarks/nonesuch/models/new/plan")
         assert status == 404
         assert srv.post([{"benchmark": "b", "item_id": "q0", "model": "new",
                           "score": int(x["new"][0])}])[0] == 202
@@ -99,7 +104,15 @@ def test_the_plan_hands_out_a_fixed_order_and_narrows_the_question(tmp_path: Pat
         narrowed = json.loads(cli("plan", "--url", url, "--benchmark", "b", "--model", "new",
                                   "--against", "weak", "--json").stdout)
         assert [p["model"] for p in narrowed["open"] + narrowed["settled"]] == ["weak"]
-        unknown = cli("plan", "--url", url, "--benchmark", "b", "--model", "nobody")
-        assert unknown.returncode != 0 and "nobody" in unknown.stderr
+        unknown = cli("plan", "--url", url, "--benchmark", "b", "--model", "new",
+                      "--against", "nobody")
+        assert unknown.returncode not in (0, 3) and "nobody" in unknown.stderr
+        # A model with no result yet starts where the order starts: the same items, before q5.
+        fresh = json.loads(cli("plan", "--url", url, "--benchmark", "b", "--model", "nobody",
+                               "--json").stdout)
+        assert fresh["action"] == "continue" and fresh["items_done"] == 0
+        assert [i for i in fresh["next_items"] if i != "q5"][:99] == first["next_items"][:99]
+        no_bench = cli("plan", "--url", url, "--benchmark", "nonesuch", "--model", "new")
+        assert no_bench.returncode not in (0, 3) and "nonesuch" in no_bench.stderr
     finally:
         srv.stop()

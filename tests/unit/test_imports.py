@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "monitor.runners": 3,  # with runners.settings: it derives the core's configuration
     "monitor.sinks": 3,
     "monitor.client": 3,  # the HTTP client of a running monitor: a transport, like the runners
+    "monitor.integrations": 3,  # harnesses posting to a monitor through the client
     "monitor.commands": 4,
     "monitor.cli": 4,
 }
