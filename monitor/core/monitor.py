@@ -418,6 +418,17 @@ class Monitor:
         self._next_change_id += 1
         return cid
 
+    def settle_ranking(self, benchmark: str) -> None:
+        """Take the current ranking as the last one emitted (after a restart, once the change
+        log holds it): the next RankingChange is emitted against it."""
+        st = self._state(benchmark)
+        table = self._current(st)
+        if table is None:
+            return
+        _, _, tiers = table.rank_sets()
+        st.last_ranking = (tuple(table.models[i] for i in table.order), table.resolved(),
+                           tuple(tiers))
+
     def adopt_decision(self, benchmark: str, model_a: str, model_b: str, verdict: str, *,
                        n: int, log_e: float, ts: datetime | None = None) -> bool:
         """Restore a decision taken before a restart (read from a durable change log).
@@ -809,8 +820,19 @@ def _declared(st: BenchmarkState) -> str:
             "k), in the settings (benchmarks.<name>.samples), or with --samples")
 
 
+RankingKey = tuple[tuple[frozenset[str], ...], bool]
+
+
+def ranking_key(models: Sequence[str], resolved: bool, tiers: Sequence[int] | None
+                ) -> RankingKey:
+    """What a RankingChange says: the tiers as sets of models (top first) and the resolved
+    flag — not the order of tied models inside a tier, which is noise by definition. Without
+    tiers (events logged before tiers existed) the order itself."""
+    return _tier_groups((tuple(models), resolved, tuple(tiers or ())))
+
+
 def _tier_groups(ranking: tuple[tuple[str, ...], bool, tuple[int, ...]]
-                 ) -> tuple[tuple[frozenset[str], ...], bool]:
+                 ) -> RankingKey:
     models, resolved, tiers = ranking
     groups: dict[int, set[str]] = {}
     for model, tier in zip(models, tiers, strict=False):

@@ -32,6 +32,7 @@ from monitor.contracts import (
     read_wire_float,
 )
 from monitor.core import ApplyResult, CoreConfig, Monitor
+from monitor.core.monitor import RankingKey, ranking_key
 from monitor.decoder import Result, Results
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
@@ -325,7 +326,7 @@ class MonitorHost:
     # -- change log reconciliation -----------------------------------------------------------
     def reconcile(self, rebuilt: Sequence[Change],
                   pairs: Mapping[tuple[str, frozenset[str]], str],
-                  rankings: Mapping[str, tuple[tuple[str, ...], bool]],
+                  rankings: Mapping[str, RankingKey],
                   *, check_rankings: Iterable[str] = ()) -> list[Change]:
         """The changes a durable change log misses, given the state rebuilt from its results.
 
@@ -350,15 +351,21 @@ class MonitorHost:
                     missing.append(ch.model_copy(update={"previous": prev}))
             else:
                 emitted.add(ch.benchmark)
-                if rankings.get(ch.benchmark) != (tuple(ch.models), ch.resolved):
+                if rankings.get(ch.benchmark) != ranking_key(ch.models, ch.resolved, ch.tiers):
                     missing.append(ch)
         for name in check_rankings:
             if name in emitted or name not in self.monitors:
                 continue
             current = self.ranking_change(name)
-            if (current is not None
-                    and rankings.get(name) != (tuple(current.models), current.resolved)):
+            if (current is not None and rankings.get(name)
+                    != ranking_key(current.models, current.resolved, current.tiers)):
                 missing.append(current)
+        # The log now ends with each benchmark's current tiers (logged before, or in
+        # ``missing``): the next ranking change is emitted against them, not against a
+        # snapshot's older ones.
+        with self.lock:
+            for name, mon in self.monitors.items():
+                mon.settle_ranking(name)
         return missing
 
     def ranking_change(self, benchmark: str) -> RankingChange | None:

@@ -32,6 +32,7 @@ import zstandard
 from pydantic import TypeAdapter
 
 from monitor.contracts import DeadLetter, ItemResult
+from monitor.core.monitor import RankingKey, ranking_key
 from monitor.decoder import Result, as_item, fast_results, is_wire
 from monitor.sinks.prometheus import change_kind
 
@@ -329,14 +330,15 @@ class SqliteStore:
 
     def last_states(
         self,
-    ) -> tuple[dict[tuple[str, frozenset[str]], str], dict[str, tuple[tuple[str, ...], bool]]]:
+    ) -> tuple[dict[tuple[str, frozenset[str]], str], dict[str, RankingKey]]:
         """The last logged verdict of every pair and the last logged ranking of every benchmark.
 
-        Pairs are keyed by (benchmark, {model_a, model_b}); rankings by benchmark, as
-        (models best first, resolved).
+        Pairs are keyed by (benchmark, {model_a, model_b}); rankings by benchmark, as what a
+        RankingChange says (:func:`monitor.core.monitor.ranking_key`: the tiers and the
+        resolved flag).
         """
         pairs: dict[tuple[str, frozenset[str]], str] = {}
-        rankings: dict[str, tuple[tuple[str, ...], bool]] = {}
+        rankings: dict[str, RankingKey] = {}
         # Through the index: a pair's verdict is logged about once, but ranking changes pile up
         # with the history, and only each benchmark's last one is read.
         for bench, body in self._db.execute(
@@ -349,12 +351,12 @@ class SqliteStore:
             " (SELECT max(id) FROM changes WHERE kind = 'ranking' GROUP BY benchmark)"
         ):
             ev = json.loads(body)
-            rankings[bench] = (tuple(ev["models"]), bool(ev["resolved"]))
+            rankings[bench] = ranking_key(ev["models"], bool(ev["resolved"]), ev.get("tiers"))
         return pairs, rankings
 
     def logged_decisions(self, *, since: int = 0) -> list[dict[str, Any]]:
-        """The resolution events of the log (with id > ``since``) whose verdict is resolved,
-        oldest first, with the benchmark: the decisions a rebuilt state must keep (a decision
+        """The resolution events of the log (with id > ``since``) whose verdict is a decision
+        (resolved or equivalent), oldest first, with the benchmark: the decisions a rebuilt state must keep (a decision
         is final)."""
         out = []
         for bench, body in self._db.execute(
@@ -362,7 +364,8 @@ class SqliteStore:
             " ORDER BY id", (since,)
         ):
             ev = json.loads(body)
-            if str(ev.get("verdict", "")).startswith("resolved:"):
+            verdict = str(ev.get("verdict", ""))
+            if verdict.startswith("resolved:") or verdict == "equivalent":
                 out.append({**ev, "benchmark": bench})
         return out
 

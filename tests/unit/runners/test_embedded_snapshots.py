@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult, RankingChange
 from monitor.core import Monitor
+from monitor.core.monitor import ranking_key
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.host import MonitorHost
 from monitor.runners.settings import Settings
@@ -283,10 +284,18 @@ def test_the_ranking_change_built_for_a_restored_monitor_is_the_one_the_core_emi
     assert built is not None
     skip = {"change_id", "ts"}
     assert built.model_dump(exclude=skip) == emitted[0].model_dump(exclude=skip)
-    # The log saying otherwise: the current ranking is what it misses.
-    stale = {"b": (tuple(reversed(built.models)), built.resolved)}
+    # The log saying otherwise (other tiers): the current ranking is what it misses.
+    stale = {"b": ranking_key(built.models, built.resolved, [1] * len(built.models))}
     missing = host.reconcile([], {}, stale, check_rankings=["b"])
     assert [c.model_dump(exclude=skip) for c in missing] == [built.model_dump(exclude=skip)]
-    assert host.reconcile([], {}, {"b": (tuple(built.models), built.resolved)},
+    assert host.reconcile([], {}, {"b": ranking_key(built.models, built.resolved, built.tiers)},
+                          check_rankings=["b"]) == []
+    # The same tiers in another order inside a tier is the same ranking (nothing missing).
+    swapped = list(built.models)
+    tiers = list(built.tiers or [])
+    first = [i for i, t in enumerate(tiers) if t == tiers[0]]
+    if len(first) > 1:
+        swapped[first[0]], swapped[first[1]] = swapped[first[1]], swapped[first[0]]
+    assert host.reconcile([], {}, {"b": ranking_key(swapped, built.resolved, tiers)},
                           check_rankings=["b"]) == []
     assert isinstance(missing[0].ts, datetime) and missing[0].ts.tzinfo == UTC

@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.contracts import ItemResult, RankingChange, ResolutionChange
 from monitor.core import CoreConfig
+from monitor.core.monitor import ranking_key
 from monitor.runners.host import LOG_PER_SECOND, MonitorHost
 from monitor.sinks.prometheus import change_kind
 
@@ -188,7 +189,8 @@ def test_reconcile_finds_what_the_change_log_misses() -> None:
     assert [type(c) for c in missing] == [ResolutionChange, RankingChange]
     # The log already ends in this state: nothing is missing.
     pairs = {("b", frozenset(("a", "z"))): "resolved:a"}
-    rankings = {"b": (("a", "z"), True)}
+    ranking = next(c for c in rebuilt if isinstance(c, RankingChange))
+    rankings = {"b": ranking_key(ranking.models, ranking.resolved, ranking.tiers)}
     assert h.reconcile(rebuilt, pairs, rankings) == []
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from monitor.contracts import ItemResult, RankingChange, dead_letter
+from monitor.core.monitor import ranking_key
 from monitor.decoder import as_item
 from monitor.runners.replay import benchmark_from_path
 from monitor.runners.store import SqliteStore
@@ -44,7 +45,9 @@ def test_round_trip_in_commit_order(tmp_path: Path) -> None:
     assert [c["models"] for c in store.changes_since(1)] == [["x", "m"]]
     assert store.change_counts() == {("b", "ranking"): 2}
     _, rankings = store.last_states()
-    assert rankings == {"b": (("x", "m"), False)}
+    # the last ranking as its tiers say it (no tiers logged: the order itself)
+    assert rankings == {"b": ranking_key(["x", "m"], False, None)}
+    assert rankings["b"] == ((frozenset({"x"}), frozenset({"m"})), False)
     assert [d["reason"] for d in store.dead_letters()] == ["schema"]
 
 
