@@ -78,8 +78,9 @@ def test_ingest_duplicate_conflict_ranking_changes_metrics(server: Server, tmp_p
     assert [m["model"] for m in ranking["models"]] == ["strong", "mid", "weak"]
     assert len(ranking["pairs"]) == 2
     for pair in ranking["pairs"]:
-        assert {"verdict", "n", "delta", "cs_low", "cs_high", "e_value", "q", "q_cluster",
-                "q_anytime", "mde"} <= set(pair)
+        assert {"verdict", "decided", "n", "delta", "cs_low", "cs_high", "e_value",
+                "q_anytime", "fixed_n"} <= set(pair)
+        assert {"q", "q_cluster", "mde", "n_star"} <= set(pair["fixed_n"])
     top = ranking["pairs"][0]
     assert top["model_a"] == "strong" and top["verdict"] == "resolved:strong", top
     assert server.get_json("/v1/benchmarks/nope/ranking")[0] == 404

@@ -116,9 +116,9 @@ def test_worker_matches_offline_and_dead_letters(tmp_path: Path, shared_data: Pa
         final = {(c["benchmark"], c["model_a"], c["model_b"]): c["verdict"] for c in resolutions}
         # the last published verdict of each pair is the offline verdict of that pair
         for (bench, a, b), verdict in final.items():
-            pair = next(p for p in offline[bench].pairs(bench, "all")
-                        if {p["model_a"], p["model_b"]} == {a, b})
-            assert pair["verdict"] == verdict, (bench, a, b)
+            view = next(p for p in offline[bench].pairs(bench, "all")
+                        if {p.model_a, p.model_b} == {a, b})
+            assert view.verdict == verdict, (bench, a, b)
 
         letters = [json.loads(r.value) for r in read_topic(broker.bootstrap, DEAD_LETTER_TOPIC)]
         reasons = {where[d["source"]]: d["reason"] for d in letters if d["source"] in where}
