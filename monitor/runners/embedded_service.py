@@ -279,6 +279,9 @@ class EmbeddedService:
         if missing:
             self.store.commit(results=(), changes=missing)
         self._measure()
+        # The item each settled model settled at, as taken when it happened (the replay above
+        # folded the results after the snapshots in one go).
+        self.host.standings.restore(self.store.settled())
         held = self.host.counters()["accepted"]
         if held:
             self._log(f"llm-monitor: restored {held} results from {self.settings.db}: "
@@ -586,6 +589,14 @@ class EmbeddedService:
                 self.host.observe(changes=changes)
         return len(changes)
 
+    def refresh_standings(self) -> int:
+        """Bring the models' standings up to the evaluated state (within the host's share of
+        the time) and keep the settle records that changed; how many changed."""
+        with self.host.lock:
+            changes = self.host.refresh_standings()
+            self.store.write_settled(changes)
+        return len(changes)
+
     # -- snapshots -------------------------------------------------------------------------
     @property
     def snapshots_on(self) -> bool:
@@ -679,7 +690,15 @@ class EmbeddedService:
         return mon
 
     def ranking(self, benchmark: str) -> dict[str, Any]:
-        return dict(self._monitor(benchmark).ranking(benchmark))
+        """The ranking route: :meth:`monitor.core.Monitor.ranking` with each model's
+        ``standing`` (its stop signal, :class:`monitor.core.standing.Standing`; None for a
+        model below the top the standings cover, or before its first reading)."""
+        out = dict(self._monitor(benchmark).ranking(benchmark))
+        standings = self.host.standings.of(benchmark)
+        out["models"] = [{**m, "standing": (standings[m["model"]].as_dict()
+                                            if m["model"] in standings else None)}
+                         for m in out["models"]]
+        return out
 
     def stability(self, benchmark: str) -> dict[str, Any]:
         return stability_figures(self._monitor(benchmark), benchmark)
