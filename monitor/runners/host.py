@@ -130,7 +130,8 @@ class MonitorHost:
     registry
         Where the metrics are created (a fresh one when omitted).
     log, clock
-        Where dead letters are logged (stderr) and the monotonic clock of the cadence.
+        Where dead letters are logged (stderr) and the monotonic clock of the cadence (and of
+        the standings' share of the time).
 
     ``lock`` guards the monitors: the host takes it itself; a runner whose transport calls
     in from several threads (a rebalance listener, a metrics server) holds it around
@@ -151,7 +152,7 @@ class MonitorHost:
         self.metrics = Metrics(self.registry)
         # Each model's stop signal at the top of each board (as many models as get per-model
         # series), refreshed after evaluations: the board, the live report and /metrics read it.
-        self.standings = Standings(config.pair_series_limit + 1)
+        self.standings = Standings(config.pair_series_limit + 1, clock=clock)
         self.registry.register(MonitorsCollector(lambda: self.monitors.values(), config,
                                                  self.lock, standings=self.standings.of))
         self._log = log if log is not None else _stderr

@@ -73,6 +73,18 @@ class Standings:
         board = self._boards.get(benchmark)
         return {} if board is None else board.standings
 
+    def current(self, monitors: Mapping[str, Monitor]) -> bool:
+        """True when every board's standings are those of its evaluated state now: no round
+        in progress and none due."""
+        for name, mon in monitors.items():
+            board = self._boards.get(name)
+            if mon.dirty or (board is not None and board.queue is not None):
+                return False
+            table = mon.table(name)
+            if table is not None and (board is None or board.version != table.version):
+                return False
+        return True
+
     def records(self) -> list[tuple[str, str, SettledAt]]:
         """Every settle record, as :meth:`restore` takes them."""
         return [(b, m, r) for b, board in self._boards.items() for m, r in board.records.items()]
