@@ -17,7 +17,7 @@ from monitor.core import CoreConfig, Monitor
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.host import MonitorHost
 from monitor.runners.settings import Settings
-from monitor.runners.standings import Standings
+from monitor.runners.standings import RecordChange, Standings
 
 N = 1000
 REFERENCES = {"r1": 0.9, "r2": 0.6, "r3": 0.3}
@@ -51,7 +51,7 @@ def frozen_host(config: CoreConfig | None = None) -> MonitorHost:
                        log=lambda _: None, clock=Frozen())
 
 
-def step(h: MonitorHost, events: list[ItemResult]) -> list[tuple[str, str, object]]:
+def step(h: MonitorHost, events: list[ItemResult]) -> list[RecordChange]:
     """Apply, evaluate and refresh, as a runner's tick does; the records that changed."""
     h.apply(events)
     h.evaluate_if_due(force=True)
