@@ -692,12 +692,18 @@ class EmbeddedService:
     def ranking(self, benchmark: str) -> dict[str, Any]:
         """The ranking route: :meth:`monitor.core.Monitor.ranking` with each model's
         ``standing`` (its stop signal, :class:`monitor.core.standing.Standing`; None for a
-        model below the top the standings cover, or before its first reading)."""
-        out = dict(self._monitor(benchmark).ranking(benchmark))
-        standings = self.host.standings.of(benchmark)
+        model below the top the standings cover, or before its first reading), and
+        ``standings``: whether they follow the evaluated state now (``current``) and how many
+        models from the top they cover (``models``)."""
+        mon = self._monitor(benchmark)
+        out = dict(mon.ranking(benchmark))
+        book = self.host.standings
+        standings = book.of(benchmark)
         out["models"] = [{**m, "standing": (standings[m["model"]].as_dict()
                                             if m["model"] in standings else None)}
                          for m in out["models"]]
+        # Whether they follow the state now (a round over a large board takes a while).
+        out["standings"] = {"current": book.current_on(benchmark, mon), "models": book.limit}
         return out
 
     def stability(self, benchmark: str) -> dict[str, Any]:

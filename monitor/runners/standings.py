@@ -76,14 +76,15 @@ class Standings:
     def current(self, monitors: Mapping[str, Monitor]) -> bool:
         """True when every board's standings are those of its evaluated state now: no round
         in progress and none due."""
-        for name, mon in monitors.items():
-            board = self._boards.get(name)
-            if mon.dirty or (board is not None and board.queue is not None):
-                return False
-            table = mon.table(name)
-            if table is not None and (board is None or board.version != table.version):
-                return False
-        return True
+        return all(self.current_on(name, mon) for name, mon in monitors.items())
+
+    def current_on(self, benchmark: str, monitor: Monitor) -> bool:
+        """True when the standings of ``benchmark`` are those of its evaluated state now."""
+        board = self._boards.get(benchmark)
+        if monitor.dirty or (board is not None and board.queue is not None):
+            return False
+        table = monitor.table(benchmark)
+        return table is None or (board is not None and board.version == table.version)
 
     def records(self) -> list[tuple[str, str, SettledAt]]:
         """Every settle record, as :meth:`restore` takes them."""
