@@ -45,7 +45,7 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/mypy
 
 bench: $(STAMP)  ## benchmarks against named peers; figures go to BENCHMARKS.md
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --table
 
 schemas: $(STAMP)  ## regenerate the JSON Schema contract and example events in schemas/
 	$(BIN)/llm-monitor schemas --out schemas

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from scipy import stats
 
+from bench._record import record
 from monitor.io.tables import read_table
 from monitor.stats.bootstrap import BootstrapResult, bootstrap_mean_ci
 
@@ -91,6 +92,11 @@ def main() -> None:
         dl = max(abs(res.low - ci.low), abs(res.high - ci.high)) / se
         print(f"  speed-up vs loop: {t_loop / t_ours:8.1f}x   vs scipy: {t_scipy / t_ours:6.1f}x   "
               f"|ours − scipy| end points ≤ {dl:.3f} bootstrap SE")
+        record(f"bootstrap CI ({name}, B = {B})", goal="≥ 50× a per-resample loop, agrees "
+               "with scipy.stats.bootstrap", figure=f"{t_ours * 1e3:.1f} ms",
+               peer=f"{t_loop / t_ours:.0f}× the loop, {t_scipy / t_ours:.1f}× scipy; ends within "
+                    f"{dl:.3f} SE", met=t_loop / t_ours >= 50.0,
+               command="python -m bench.bench_bootstrap")
 
 
 if __name__ == "__main__":

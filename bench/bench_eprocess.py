@@ -14,6 +14,7 @@ import time
 import numpy as np
 from confseq import boundaries as cb
 
+from bench._record import record
 from monitor.stats import eprocess as ep
 
 MODELS = 100
@@ -70,6 +71,10 @@ def main() -> None:
     print(f"ours (vectorised log_e_mcnemar): {t_ours * 1e3:.2f} ms  ({updates / t_ours / 1e6:.1f} M/s)")
     print(f"peer (confseq beta_binomial_log_mixture per pair per item): {t_peer * 1e3:.1f} ms")
     print(f"ratio peer/ours: {t_peer / t_ours:.1f}x (target >= 20x); values agree to 1e-9")
+    record("e-value updates (McNemar mixture)", goal="≥ 20× confseq per pair per item",
+           figure=f"{updates / t_ours / 1e6:.1f} M updates/s",
+           peer=f"{t_peer / t_ours:.1f}× confseq's beta_binomial_log_mixture",
+           met=t_peer / t_ours >= 20.0, command="python -m bench.bench_eprocess")
 
 
 if __name__ == "__main__":

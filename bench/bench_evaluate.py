@@ -46,7 +46,7 @@ def run(n_items: int, share: float, baseline: str | None) -> tuple[float, int, i
                              capture_output=True, text=True, check=True).stdout
         ns: dict[str, object] = {}
         exec(compile(src.split("def evaluate(")[0], f"{baseline}:evaluate.py", "exec"), ns)
-        evaluate_module.consistent_order = ns["consistent_order"]  # type: ignore[assignment]
+        evaluate_module.consistent_order = ns["consistent_order"]  # type: ignore[attr-defined,assignment]
     rng = np.random.default_rng(1)
     x, groups = synthetic_board(rng=rng, n_items=n_items, n_models=M)
     rows, cols = cells(n_items, M, "by-model", rng)
@@ -107,7 +107,7 @@ def first_evaluation(path: str, *, profile: bool) -> int:
     print(f"first evaluation {secs:.2f} s, {len(changes):,} change events")
     t0 = time.perf_counter()
     mon.evaluate()
-    mon.ranking(name)
+    mon.ranking(name).to_json()
     print(f"evaluate + ranking read after it {time.perf_counter() - t0:.2f} s")
     return 0
 

@@ -123,7 +123,7 @@ def run(n_models: int, n_items: int, order: str, *, seed: int = 1, metrics: bool
     mon.evaluate()
     table = mon.table("b")
     assert table is not None
-    ranking = mon.ranking("b")
+    ranking = mon.ranking("b").to_json()
     t_read = time.perf_counter() - t0
     out = {"models": n_models, "items": n_items, "results": float(rows.size),
            "rate": rows.size / (t_ours + t_eval),

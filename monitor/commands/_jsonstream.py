@@ -17,7 +17,8 @@ import numpy as np
 import orjson
 
 from monitor.contracts import jsonable, wire_float
-from monitor.offline.report import PairColumn, ResolutionReport
+from monitor.core.records import PairColumn
+from monitor.offline.report import ResolutionReport
 
 _BOOLS = ("false", "true")
 # Stands in for the list while the rest of the document is dumped; a NUL cannot come from a

@@ -169,8 +169,7 @@ def report_command(settings: Settings, table: Path, benchmark: str | None, *,
     import os
     import shlex
 
-    from monitor.core.config import MARGIN
-    from monitor.defaults import PLANNED_MODELS
+    from monitor.defaults import MARGIN, PLANNED_MODELS
 
     spec = settings.benchmarks.get(benchmark or "")
     design = spec.design if spec is not None else settings.design

@@ -309,8 +309,8 @@ class BenchmarkState:
             per_pair_cl = sum(getattr(cp, f).itemsize for f in cp.__dataclass_fields__
                               if f not in ("count", "total"))
             pairs = max(cols * (cols - 1) // 2, cp.shape[0])
-            total += pairs * (max(len(self.clusters), cp.shape[1]) * per_cell + per_pair_cl)
-        return total
+            total += int(pairs * (max(len(self.clusters), cp.shape[1]) * per_cell + per_pair_cl))
+        return int(total)
 
     def footprint(self, growth: Growth | None = None) -> Footprint:
         """Models, items and bytes held (``cells`` 0: the monitor counts them), after

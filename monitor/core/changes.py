@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from monitor.contracts import ResolutionChange
-from monitor.core.table import PairView
+from monitor.contracts import RankingChange, ResolutionChange
+from monitor.core.table import PairTable, PairView
 from monitor.stats.figures import e_of
 
 
@@ -32,3 +32,16 @@ def resolution_change(view: PairView, *, change_id: int, benchmark: str, previou
         decided_ts=None if view.decided_ts is None else datetime.fromisoformat(view.decided_ts),
         ts=ts,
     )
+
+
+def ranking_change(table: PairTable, *, change_id: int, benchmark: str, ts: datetime
+                   ) -> RankingChange:
+    """The event of ``table``'s ranking: the models best first, their tiers, the resolved
+    flags. Built here only: the core emits it, and a restarted runner builds the one the
+    change log misses with it."""
+    _, _, tiers = table.rank_sets()
+    return RankingChange(
+        change_id=change_id, benchmark=benchmark, resolved=table.resolved(),
+        models=[table.models[i] for i in table.order],
+        unresolved_pairs=table.unresolved_pairs(), tiers=list(tiers),
+        top_resolved=table.top_resolved(), ts=ts)

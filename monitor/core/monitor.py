@@ -51,11 +51,19 @@ from numpy.typing import NDArray
 
 from monitor.contracts import DeadLetter, RankingChange, ResolutionChange, dead_letter
 from monitor.core.board import BenchmarkState, Footprint, Growth
-from monitor.core.changes import resolution_change
+from monitor.core.changes import ranking_change, resolution_change
 from monitor.core.config import BenchmarkSpec, CoreConfig
 from monitor.core.evaluate import evaluate
 from monitor.core.paths import exclude_rows, ingest
 from monitor.core.plan import NEXT_ITEMS, Plan, build_plan
+from monitor.core.records import (
+    AnytimeRule,
+    FixedNFamily,
+    PairPage,
+    RankedModel,
+    Ranking,
+    StabilityCounts,
+)
 from monitor.core.snapshot import bench_from_snapshot, bench_to_snapshot, pack, unpack
 from monitor.core.table import ASSUMPTIONS, GUARANTEE, PairTable, PairView, verdict_text
 from monitor.decoder import Result, Results
@@ -87,7 +95,8 @@ class ApplyResult:
     @property
     def outcomes(self) -> list[Outcome]:
         """Each event's outcome, in order."""
-        return _OUTCOMES[self.codes].tolist()
+        outcomes: list[Outcome] = _OUTCOMES[self.codes].tolist()
+        return outcomes
 
     def count(self, outcome: Outcome) -> int:
         """Number of events of the batch with this outcome."""
@@ -131,7 +140,7 @@ class Monitor:
     >>> ev = [ItemResult(benchmark="b", item_id=str(i), model=m, score=float(s))
     ...       for i in range(3) for m, s in (("x", 1), ("y", 0))]
     >>> res = mon.apply(ev)
-    >>> res.outcomes[:2], mon.ranking("b")["models"][0]["model"]
+    >>> res.outcomes[:2], mon.ranking("b").models[0].model
     (['accepted', 'accepted'], 'x')
     """
 
@@ -406,12 +415,17 @@ class Monitor:
         # inside a tier, which is noise by definition.
         if _tier_groups(ranking) != _tier_groups(st.last_ranking):
             st.last_ranking = ranking
-            out.append(RankingChange(
-                change_id=self._take_id(), benchmark=st.name, resolved=ranking[1],
-                models=list(ranking[0]), unresolved_pairs=table.unresolved_pairs(),
-                tiers=list(tiers), top_resolved=table.top_resolved(), ts=now,
-            ))
+            out.append(ranking_change(table, change_id=self._take_id(), benchmark=st.name,
+                                      ts=now))
         return out
+
+    def ranking_change(self, benchmark: str) -> RankingChange | None:
+        """The current ranking of ``benchmark`` as the change event the core emits for it
+        (change id 0; None before it has a ranked model)."""
+        table = self._current(self._state(benchmark))
+        if table is None or not table.order:
+            return None
+        return ranking_change(table, change_id=0, benchmark=benchmark, ts=self._now())
 
     def _take_id(self) -> int:
         cid = self._next_change_id
@@ -625,45 +639,37 @@ class Monitor:
         """The pair statistics of ``benchmark`` after the last batch (None before any)."""
         return self._current(self._state(benchmark))
 
-    def ranking(self, benchmark: str) -> dict[str, Any]:
+    def ranking(self, benchmark: str) -> Ranking:
         """Models (best first) with mean and n, and the adjacent pairs with their figures."""
         st = self._state(benchmark)
         t = self._current(st)
         if t is None:
-            return {"benchmark": benchmark, "models": [], "pairs": [], "resolved": False,
-                    "unresolved_pairs": 0, "top_resolved": False, "tiers": 0}
+            return Ranking(benchmark=benchmark)
         low, high, tiers = t.rank_sets()
-        return {
-            "benchmark": benchmark,
-            "resolved": t.resolved(),
-            "unresolved_pairs": t.unresolved_pairs(),
+        spec = st.spec
+        return Ranking(
+            benchmark=benchmark, resolved=t.resolved(), unresolved_pairs=t.unresolved_pairs(),
             # The verdicts: one guarantee for the board's life (docs/anytime.md), under the
             # benchmark's declared design, which states what it assumes.
-            "design": st.spec.design,
-            "anytime": {"procedure": "online-bonferroni", "alpha": self.config.alpha,
-                        "planned_models": self.config.planned_models,
-                        "design": st.spec.design,
-                        **({"cluster_items": st.spec.cluster_items}
-                           if st.spec.design == "clusters" else {}),
-                        "assumption": ASSUMPTIONS[st.spec.design],
-                        "statement": GUARANTEE},
+            design=spec.design,
+            anytime=AnytimeRule(
+                alpha=self.config.alpha, planned_models=self.config.planned_models,
+                design=spec.design, assumption=ASSUMPTIONS[spec.design], statement=GUARANTEE,
+                cluster_items=spec.cluster_items if spec.design == "clusters" else None),
             # q, q_cluster and MDE: a snapshot at the current n, corrected for this family;
             # not valid under continuous monitoring (the anytime verdicts are).
-            "fixed_n": {"family": self.config.family, "m": t.m, "alpha": t.family_alpha,
-                        "correction": self.config.correction, "snapshot": True},
-            "binary": t.binary_board,
-            "excluded_items": len(st.excluded),
-            "top_resolved": t.top_resolved(),
-            "tiers": max(tiers, default=0),
-            "models": [{"model": t.models[i], "mean": float(t.means[i]), "n": int(t.counts[i]),
-                        "rank": r + 1, "rank_low": low[r], "rank_high": high[r],
-                        "tier": tiers[r]}
-                       for r, i in enumerate(t.order)],
-            "pairs": [v.as_dict() for v in t.views(t.adjacent())],
-        }
+            fixed_n=FixedNFamily(family=self.config.family, m=t.m, alpha=t.family_alpha,
+                                 correction=self.config.correction),
+            binary=t.binary_board, excluded_items=len(st.excluded),
+            top_resolved=t.top_resolved(), tiers=max(tiers, default=0),
+            models=tuple(RankedModel(model=t.models[i], mean=float(t.means[i]),
+                                     n=int(t.counts[i]), rank=r + 1, rank_low=low[r],
+                                     rank_high=high[r], tier=tiers[r])
+                         for r, i in enumerate(t.order)),
+            pairs=tuple(t.views(t.adjacent())))
 
-    def pair_views(self, benchmark: str, which: str = "adjacent", *,
-                   limit: int | None = None) -> list[PairView]:
+    def pairs(self, benchmark: str, which: str = "adjacent", *,
+              limit: int | None = None) -> list[PairView]:
         """The adjacent pairs (``which="adjacent"``) or all pairs (``"all"``), higher ranked
         first (the first ``limit``), with their verdicts and kernel figures."""
         if which not in ("adjacent", "all"):
@@ -674,21 +680,15 @@ class Monitor:
         pairs = t.adjacent()[:limit] if which == "adjacent" else t.all_pairs(limit)
         return t.views(pairs)
 
-    def pairs(self, benchmark: str, which: str = "adjacent", *,
-              limit: int | None = None) -> list[dict[str, Any]]:
-        """:meth:`pair_views` as the HTTP API's plain dicts."""
-        return [v.as_dict() for v in self.pair_views(benchmark, which, limit=limit)]
-
     def pair_page(self, benchmark: str, *, offset: int = 0, limit: int = 100,
-                  model: str | None = None, other: str | None = None) -> dict[str, Any]:
+                  model: str | None = None, other: str | None = None) -> PairPage:
         """A page of every pair of ``benchmark`` in ranking order (pair i of the ranked
         models against each below it), the pairs of one ``model``, or the one pair ``model``
         against ``other``; each with its verdict and figures. ``total`` counts the pairs the
         page is taken from. Unknown models raise KeyError."""
         t = self._current(self._state(benchmark))
         if t is None:
-            return {"benchmark": benchmark, "total": 0, "offset": offset, "limit": limit,
-                    "pairs": []}
+            return PairPage(benchmark=benchmark, total=0, offset=offset, limit=limit)
         col = {name: i for i, name in enumerate(t.models)}
         for name in (model, other):
             if name is not None and (name not in col or col[name] not in t.order):
@@ -704,8 +704,8 @@ class Monitor:
         else:
             k = len(t.order)
             total, chosen = k * (k - 1) // 2, t.pair_page(offset, limit)
-        return {"benchmark": benchmark, "total": total, "offset": offset, "limit": limit,
-                "pairs": [v.as_dict() for v in t.views(chosen)]}
+        return PairPage(benchmark=benchmark, total=total, offset=offset, limit=limit,
+                        pairs=tuple(t.views(chosen)))
 
     def plan(self, benchmark: str, model: str, *, against: Sequence[str] | None = None,
              top: int | None = None, budget: int | None = None,
@@ -757,7 +757,7 @@ class Monitor:
         """Item ids that carried ``flag`` on an accepted result (excluded or not)."""
         return set(self._state(benchmark).flagged.get(flag, ()))
 
-    def stability(self, benchmark: str) -> dict[str, dict[str, dict[str, int]]]:
+    def stability(self, benchmark: str) -> dict[str, dict[str, StabilityCounts]]:
         """Per model and perturbation kind: paired (original, perturbed) items, flips, and
         the paired items right on the original (the flip rate's denominator).
 
@@ -765,7 +765,7 @@ class Monitor:
         flips is evidence too.
         """
         st = self._state(benchmark)
-        return {m: {k: {"pairs": v[0], "flips": v[1], "right_on_original": v[2]}
+        return {m: {k: StabilityCounts(pairs=v[0], flips=v[1], right_on_original=v[2])
                     for k, v in sorted(kinds.items())}
                 for m, kinds in sorted(st.stability.items())}
 

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stats.figures import PairFigures, PairRecord, PairSums, e_of, pair_figures
+from monitor.stats.figures import PairFigures, PairRecord, PairSums, pair_figures
 from monitor.stats.ranks import ranks_and_tiers
-from monitor.stats.samples import variance_split
+from monitor.stats.samples import VarianceSplit, variance_split
 
 FloatArray = NDArray[np.float64]
 
@@ -49,54 +49,39 @@ def undecidable_reason(f: PairRecord) -> str | None:
             f"{f.cluster_min} or more")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairView:
     """One pair as readers see it: the two models (A ranked above B when it matters), the
-    verdict (``unresolved`` or ``resolved:<model>``) and the kernel's figures of A − B."""
+    verdict (``resolved:<model>``, ``equivalent``, ``unresolved``; ``undecidable`` where the
+    design allows no decision) and the kernel's figures of A − B (entry ``j`` of ``source``,
+    the figures computed with it)."""
 
     model_a: str
     model_b: str
     verdict: str
-    figures: PairRecord
+    source: PairFigures = field(repr=False)
+    j: int = 0
     decided_ts: str | None = None  # ISO time of the decision (None while unresolved)
-    # Repeated samples: the between-item / within-item split of sigma_d2 (VarianceSplit.record)
-    split: dict[str, Any] | None = None
+    # Repeated samples: the between-item / within-item split of sigma_d2 (this pair alone)
+    split: VarianceSplit | None = None
+
+    @property
+    def figures(self) -> PairRecord:
+        """The pair's figures as plain numbers."""
+        return self.source.record(self.j)
 
     def as_dict(self) -> dict[str, Any]:
-        """The HTTP API's pair object (non-finite values are left to the JSON writer)."""
+        """The pair's JSON object (:func:`monitor.core.records.pair_columns`, the serializer
+        ``report --json`` uses too; non-finite values are left to the JSON writer)."""
+        from monitor.core.records import PairContext, pair_columns, pair_objects
+
         f = self.figures
         why = undecidable_reason(f)
-        out: dict[str, Any] = {
-            "model_a": self.model_a, "model_b": self.model_b,
-            "verdict": "undecidable" if why is not None else self.verdict,
-            "n": f.n, "delta": f.delta, "sigma_d2": f.sigma_d2, "cs_low": f.cs_low,
-            "cs_high": f.cs_high, "n_star": f.n_star, "q": f.q,
-            # The design effect's q under the design: cluster-robust unless strata.
-            "q_cluster": None if f.group_kind == "strata" else f.q_grouped,
-            "q_strata": f.q_grouped if f.group_kind == "strata" else None,
-            "n_star_anytime": f.n_star_anytime, "q_anytime": f.q_anytime, "mde": f.mde,
-            "de": f.design_effect, "n_clusters": f.n_clusters, "e_value": f.e_value, "log_e": f.log_e, "s": f.s, "v": f.v,
-            "e_threshold": 1.0 / f.e_alpha,
-            # The verdict's decision: taken at a stopping time (the item n), final.
-            "decided": None if not f.verdict_code else {
-                "n": f.headline_decided_n, "final": True, "ts": self.decided_ts,
-                "e_value": (None if f.headline_decided_log_e is None
-                            else e_of(f.headline_decided_log_e))},
-            "design": f.design,
-        }
-        if f.design == "clusters":
-            out["clusters"] = {
-                "observations": f.cluster_obs, "seen": f.clusters_seen,
-                "needed": f.cluster_min,
-                "e_value": None if f.cluster_log_e is None else e_of(f.cluster_log_e),
-                "decided_at_observation": f.cluster_decided_obs}
-            if why is not None:
-                out["undecidable"] = why
-        if f.binary:
-            out.update(n11=f.n11, n10=f.n10, n01=f.n01, n00=f.n00)
-        if self.split is not None:
-            out.update(self.split)
-        return out
+        ctx = PairContext(model_a=[self.model_a], model_b=[self.model_b],
+                          verdicts=["undecidable" if why is not None else self.verdict],
+                          decided_at=[f.headline_decided_n], decided_ts=[self.decided_ts],
+                          undecidable=[why], split=self.split)
+        return pair_objects(pair_columns(self.source, np.array([self.j]), ctx))[0]
 
 
 class _Grid:
@@ -157,7 +142,7 @@ class PairTable:
     within_of: Callable[[NDArray[np.int64], NDArray[np.int64]],
                         tuple[FloatArray, FloatArray]] | None = field(
         default=None, compare=False, repr=False)
-    _records: dict[tuple[int, int], PairRecord] = field(
+    _records: dict[tuple[int, int], tuple[PairFigures, int]] = field(
         default_factory=dict, compare=False, repr=False
     )
     _all: list[PairFigures] = field(default_factory=list, compare=False, repr=False)
@@ -267,8 +252,9 @@ class PairTable:
         """``unresolved`` or ``resolved:<model>`` for the pair (a, b)."""
         return verdict_text(int(self.code[a, b]), self.models[a], self.models[b])
 
-    def records(self, pairs: list[tuple[int, int]]) -> list[PairRecord]:
-        """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
+    def _computed(self, pairs: list[tuple[int, int]]) -> list[tuple[PairFigures, int]]:
+        """Each pair's full figures (with the confidence sequence and q_AV), as (the figures
+        computed with it, its entry), cached."""
         todo = [p for p in pairs if p not in self._records]
         if todo:
             self._check_fresh()
@@ -277,25 +263,31 @@ class PairTable:
             fig = pair_figures(self.source.pair_sums(a, b), alpha=self.family_alpha,
                                power=self.power, e_alpha=self.levels_of(a, b))
             for j, p in enumerate(todo):
-                self._records[p] = fig.record(j)
+                self._records[p] = (fig, j)
         return [self._records[p] for p in pairs]
+
+    def records(self, pairs: list[tuple[int, int]]) -> list[PairRecord]:
+        """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
+        return [fig.record(j) for fig, j in self._computed(pairs)]
 
     def views(self, pairs: list[tuple[int, int]]) -> list[PairView]:
         """The pairs as :class:`PairView` (A = the first index of each pair)."""
         out = []
-        records = self.records(pairs)
+        computed = self._computed(pairs)
         split = None
         if self.within_of is not None and pairs:
             self._check_fresh()
             a = np.asarray([p[0] for p in pairs], dtype=np.int64)
             b = np.asarray([p[1] for p in pairs], dtype=np.int64)
-            split = variance_split([r.sigma_d2 for r in records], *self.within_of(a, b),
-                                   samples=self.samples)
-        for j, ((a_, b_), rec) in enumerate(zip(pairs, records, strict=True)):
+            split = variance_split([float(fig.sigma_d2[j]) for fig, j in computed],
+                                   *self.within_of(a, b), samples=self.samples)
+        for i, ((a_, b_), (fig, j)) in enumerate(zip(pairs, computed, strict=True)):
             ts = self.decided_ts(min(a_, b_), max(a_, b_))
-            out.append(PairView(self.models[a_], self.models[b_], self.verdict(a_, b_), rec,
-                                None if ts is None else ts.isoformat(),
-                                None if split is None else split.record(j)))
+            one = None if split is None else VarianceSplit(
+                sigma_d2=split.sigma_d2[i:i + 1], within=split.within[i:i + 1],
+                samples=split.samples)
+            out.append(PairView(self.models[a_], self.models[b_], self.verdict(a_, b_), fig,
+                                j, None if ts is None else ts.isoformat(), one))
         return out
 
     def view(self, a: int, b: int) -> PairView:

@@ -17,8 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from monitor.core.config import MARGIN
-from monitor.defaults import PLANNED_MODELS, REPLAY_SEED
+from monitor.defaults import MARGIN, PLANNED_MODELS, REPLAY_SEED
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import (
     DEFAULT_RANK_SEED,
@@ -171,8 +170,12 @@ def anytime_replay(
     rule: str = "board",
     cluster_items: int = CLUSTER_ITEMS,
     margin: float | None = MARGIN,
+    fixed_alpha: float | None = None,
 ) -> AnytimeReplay:
     """Replay the pairs (columns a[k], b[k] of ``table.scores``; A = a[k]) item by item.
+
+    The figures' fixed-N part (q, N*, MDE) is at ``fixed_alpha`` (the report's family-adjusted
+    level; default ``alpha``), as the live table's is at its family's.
 
     ``rule="board"`` (the live monitor's): each pair's share γ_p of α is fixed by its birth
     order — models are born in the order of their first score in the replay, ties by column —
@@ -205,7 +208,8 @@ def anytime_replay(
             decided_obs=cpaths.decided_obs, decided_log_e=cpaths.decided_log_e,
             seen=int(cluster_codes(table).max(initial=0)), equivalent=cpaths.equivalent)
     figures = pair_figures(replace(sums, paths=oriented, design=design, clusters=clusters),
-                           alpha=alpha, power=power, e_alpha=shares)
+                           alpha=alpha if fixed_alpha is None else fixed_alpha, power=power,
+                           e_alpha=shares)
     code = figures.verdict_code()
     decided_n = cpaths.decided_n if cpaths is not None else paths.decided_n
     return AnytimeReplay(
@@ -238,7 +242,8 @@ def with_anytime(
         pairs = (rep.figures.a, rep.figures.b)
         return anytime_replay(table, pairs, alpha=rep.alpha, power=rep.power, order=order,
                               seed=seed, planned_models=planned_models, rule=rule,
-                              cluster_items=cluster_items, margin=margin)
+                              cluster_items=cluster_items, margin=margin,
+                              fixed_alpha=rep.alpha_per_pair)
 
     replay: AnytimeReplay | None = None
     if report.family == "all":

@@ -24,7 +24,6 @@ Definitions (also in ``llm-monitor report --help`` and docs/contract.md#report-j
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast
@@ -32,6 +31,13 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.core.records import (
+    FIXED_N_VALID_FOR,
+    PairColumn,
+    PairContext,
+    pair_columns,
+    pair_objects,
+)
 from monitor.core.table import ASSUMPTIONS, GUARANTEE, undecidable_reason, verdict_text
 from monitor.defaults import RANK_SEED
 from monitor.errors import InputError
@@ -39,7 +45,7 @@ from monitor.io.tables import ScoreTable
 from monitor.stats import multiplicity
 from monitor.stats.board import BoardResult, board, board_sums
 from monitor.stats.clusters import MIN_CLUSTERS, de_relative_se
-from monitor.stats.figures import PairFigures, e_of
+from monitor.stats.figures import PairFigures
 from monitor.stats.ranks import METHODS as RANK_METHODS
 from monitor.stats.ranks import Covariance, Method, RankSets, rank_sets
 from monitor.stats.samples import VarianceSplit, pair_within, variance_split
@@ -111,66 +117,6 @@ def _check_shared(table: ScoreTable, a: np.ndarray, b: np.ndarray) -> None:
                          "item, so their gap cannot be assessed", source=table.source)
 
 
-def _ceil_array(x: FloatArray) -> FloatArray:
-    """⌈x⌉ of every finite entry and ∞ elsewhere (NaN too), as whole floats: a ``count``
-    column."""
-    return np.where(np.isfinite(x), np.ceil(x), math.inf)
-
-
-ColumnKind = Literal["float", "count", "int", "bool", "str", "null", "any", "object"]
-
-
-@dataclass(frozen=True, eq=False)
-class PairColumn:
-    """One key of the report's pair objects over a run of pairs, all values of one form.
-
-    ``kind`` says how ``values`` become the objects' plain values (:meth:`python`):
-    ``float`` — a float array, as floats (NaN and ±∞ left to the JSON number rule);
-    ``count`` — a float array of whole numbers or ±∞, as ints (∞ stays a float); ``int`` — an
-    int array; ``bool`` — a bool array; ``str`` — a list of strings; ``null`` — None for
-    every pair; ``any`` — a list of plain values; ``object`` — a nested object per pair whose
-    keys are the columns in ``values`` (a list of :class:`PairColumn`, kept column by column
-    so that a long report streams them as fast as flat keys). ``present``, when given, marks
-    the pairs whose objects have the key at all.
-    """
-
-    key: str
-    kind: ColumnKind
-    values: Any
-    present: NDArray[np.bool_] | None = None
-
-    def __len__(self) -> int:
-        if self.kind == "object":
-            return len(self.values[0]) if self.values else 0
-        return len(self.values)
-
-    def python(self) -> list[Any]:
-        """The plain value of every pair (also where the key is not present)."""
-        if self.kind == "count":
-            return [int(v) if math.isfinite(v) else v for v in self.values.tolist()]
-        if self.kind in ("float", "int", "bool"):
-            return list(self.values.tolist())
-        if self.kind == "object":
-            return pair_objects(self.values)
-        return list(self.values)
-
-
-def pair_objects(columns: Sequence[PairColumn]) -> list[dict[str, Any]]:
-    """The pair objects of a run of pairs, keys in the order of ``columns``."""
-    n = len(columns[0]) if columns else 0
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for c in columns:
-        key = c.key
-        if c.present is None:
-            for entry, value in zip(out, c.python(), strict=True):
-                entry[key] = value
-        else:
-            for entry, value, here in zip(out, c.python(), c.present.tolist(), strict=True):
-                if here:
-                    entry[key] = value
-    return out
-
-
 @dataclass(frozen=True)
 class RankEntry:
     """One model of the ranking: 1-based rank, mean over its own items, and their count;
@@ -189,10 +135,6 @@ class RankEntry:
     fixed_n_rank_high: int | None = None
     fixed_n_tier: int | None = None
 
-
-#: What the fixed-N figures are good for, said wherever they are shown.
-FIXED_N_VALID_FOR = ("one look at a fixed N: planning and audit figures, not valid under "
-                     "continuous monitoring and not the verdict")
 
 #: The replay orders: how the items were met. ``shuffle``: a seeded permutation of the items
 #: (each item's results together, models left to right); ``file``: the table's own order;
@@ -237,69 +179,20 @@ class AnytimeReplay:
         return [verdict_text(c, a, b) if d else "undecidable"
                 for c, d, a, b in zip(code, ok, model_a, model_b, strict=True)]
 
-    def headline_columns(self, idx: NDArray[np.int64], model_a: Sequence[str],
-                         model_b: Sequence[str]) -> list[PairColumn]:
-        """The verdict keys of pairs ``idx``: ``verdict``, ``decided``, ``design`` and, as the
-        ranking route has them, ``undecidable`` (why) and the sampled clusters' block."""
-        f = self.figures
+    def context(self, idx: NDArray[np.int64], model_a: Sequence[str],
+                model_b: Sequence[str], **more: Any) -> PairContext:
+        """What the serializer needs of pairs ``idx`` beside their figures: verdicts, where
+        each was decided (and when, live), and why a pair allows no decision."""
         verdicts = self.verdicts(idx, model_a, model_b)
-        log_e = f.cluster_decided_log_e if f.design == "clusters" else f.decided_log_e
-        decided: list[dict[str, Any] | None] = []
-        for k in idx.tolist():
-            at = self.first_resolved_at[k]
-            decided.append(None if at is None else {
-                "n": at, "final": True,
-                "ts": None if self.decided_ts is None else self.decided_ts[k],
-                "e_value": None if log_e is None else e_of(float(log_e[k]))})
-        out = [PairColumn("verdict", "str", verdicts),
-               PairColumn("decided", "any", decided),
-               PairColumn("design", "str", [f.design] * idx.size)]
-        undecidable = np.array([v == "undecidable" for v in verdicts], dtype=bool)
-        if undecidable.any():
-            out.append(PairColumn("undecidable", "any", [
-                undecidable_reason(f.record(k)) if u else None
-                for k, u in zip(idx.tolist(), undecidable.tolist(), strict=True)],
-                present=undecidable))
-        if f.design == "clusters":
-            out.append(self._clusters(idx))
-        return out
-
-    def _clusters(self, idx: NDArray[np.int64]) -> PairColumn:
-        """Sampled clusters: the ranking route's ``clusters`` block of each pair."""
         f = self.figures
-        assert f.cluster_obs is not None and f.cluster_log_e is not None
-        assert f.cluster_min is not None and f.cluster_decided_obs is not None
-        at = f.cluster_decided_obs[idx].tolist()
-        return PairColumn("clusters", "object", [
-            PairColumn("observations", "count", np.rint(f.cluster_obs[idx])),
-            PairColumn("seen", "int", np.full(idx.size, f.clusters_seen)),
-            PairColumn("needed", "count", np.asarray(f.cluster_min[idx], dtype=np.float64)),
-            PairColumn("e_value", "float",
-                       np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
-            PairColumn("decided_at_observation", "any",
-                       [round(v) if v else None for v in at]),
-        ])
-
-    def figure_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
-        """The anytime figures of pairs ``idx`` (valid whenever read): e-value, threshold,
-        confidence sequence, N*_AV and q_AV."""
-        f = self.figures
-        log_e = f.log_e[idx]
-
-        def opt(key: str, x: FloatArray | None) -> PairColumn:
-            return (PairColumn(key, "null", [None] * idx.size) if x is None
-                    else PairColumn(key, "float", x[idx]))
-
-        n_av = (np.full(idx.size, math.inf) if f.n_star_anytime is None
-                else _ceil_array(f.n_star_anytime[idx]))
-        return [
-            PairColumn("e_value", "float", np.array([e_of(v) for v in log_e.tolist()])),
-            PairColumn("log_e_value", "float", log_e),
-            PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
-            opt("cs_low", f.cs_low), opt("cs_high", f.cs_high),
-            PairColumn("n_star_anytime", "count", n_av),
-            opt("q_anytime", f.q_anytime),
-        ]
+        return PairContext(
+            model_a=model_a, model_b=model_b, verdicts=verdicts,
+            decided_at=[self.first_resolved_at[k] for k in idx.tolist()],
+            decided_ts=(None if self.decided_ts is None
+                        else [self.decided_ts[k] for k in idx.tolist()]),
+            undecidable=[undecidable_reason(f.record(k)) if v == "undecidable" else None
+                         for k, v in zip(idx.tolist(), verdicts, strict=True)],
+            **more)
 
     def summary(self, binary: bool) -> dict[str, Any]:
         """The top-level ``anytime`` object: the ranking route's, with how the items were
@@ -377,84 +270,30 @@ class ResolutionReport:
 
     def pair_columns(self, ks: Sequence[int] | NDArray[np.int64] | None = None
                      ) -> list[PairColumn]:
-        """The keys of the JSON objects of pairs ``ks`` (default all), column by column, in
-        the objects' key order — the one definition of every pair key of the report."""
+        """The keys of the JSON objects of pairs ``ks`` (default all), column by column: the
+        one pair serializer (:func:`monitor.core.records.pair_columns`), which the ranking
+        route uses too, with the report's ranks and family-adjusted p-values."""
         res = self.figures
         idx = np.arange(len(res)) if ks is None else np.asarray(ks, dtype=np.int64)
-
-        def col(key: str, x: FloatArray) -> PairColumn:
-            return PairColumn(key, "float", np.asarray(x)[idx])
-
         names = np.asarray(self.models, dtype=object)
         rank = np.asarray(self.rank, dtype=np.int64)
         a, b = res.a[idx], res.b[idx]
         name_a, name_b = names[a].tolist(), names[b].tolist()
-        out = [
-            PairColumn("model_a", "str", name_a), PairColumn("model_b", "str", name_b),
-            PairColumn("rank_a", "int", rank[a]), PairColumn("rank_b", "int", rank[b]),
-        ]
-        if self.anytime is not None:
-            out += self.anytime.headline_columns(idx, name_a, name_b)
-        out += [
-            PairColumn("n", "count", np.rint(res.n[idx])),
-            col("mean_a", res.mean_a), col("mean_b", res.mean_b), col("delta", res.delta),
-            col("sigma_d2", res.sigma_d2), col("rho", res.rho),
-        ]
-        if self.anytime is not None:
-            out += self.anytime.figure_columns(idx)
-        out.append(PairColumn("fixed_n", "object", self.fixed_n_columns(idx)))
-        binary = res.binary[idx]
-        out += [PairColumn(key, "count", np.rint(c[idx]), present=binary)
-                for key, c in (("n11", res.n11), ("n10", res.n10), ("n01", res.n01),
-                               ("n00", res.n00))]
+        split = None
         if self.split is not None:
             sp = self.split
-            out += [PairColumn("samples", "float", np.full(idx.size, sp.samples)),
-                    col("sigma_between2", sp.between), col("sigma_within2", sp.within),
-                    col("within_share", sp.within_share),
-                    col("within_share_1", sp.within_share_one)]
-        return out
-
-    def fixed_n_columns(self, idx: NDArray[np.int64]) -> list[PairColumn]:
-        """The keys of each pair's ``fixed_n`` object: planning and audit figures, valid for
-        one look at a fixed N (:data:`FIXED_N_VALID_FOR`)."""
-        res = self.figures
-
-        def col(key: str, x: FloatArray) -> PairColumn:
-            return PairColumn(key, "float", np.asarray(x)[idx])
-
-        def null(key: str) -> PairColumn:
-            return PairColumn(key, "null", [None] * idx.size)
-
-        n, q, p_adj = res.n[idx], res.q[idx], self.p_adjusted[idx]
-        out = [PairColumn("n_star", "count", _ceil_array(res.n_star[idx])),
-               col("n_star_exact", res.n_star), PairColumn("q", "float", q),
-               col("mde", res.mde)]
-        de, qg = res.design_effect, res.q_grouped
-        cluster = de is not None and qg is not None and res.group_kind == "cluster"
-        strata = de is not None and qg is not None and res.group_kind != "cluster"
-        if de is not None and qg is not None:
-            g = qg[idx]
-            out.append(col("design_effect", de))
-        else:
-            g = np.zeros(0)
-            out.append(null("design_effect"))
-        # The clusters holding the pair's items: how much the design effect can be trusted
-        # (a warning below MIN_CLUSTERS, see warnings()).
-        out.append(PairColumn("n_clusters", "count", res.n_clusters[idx])
-                   if cluster and res.n_clusters is not None else null("n_clusters"))
-        if cluster:
-            # N*_cluster = N* · max(DE · G/(G − 1), 1) = n / q_cluster
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                n_cl = np.where(g > 0, _ceil_array(n / np.where(g > 0, g, 1.0)), math.inf)
-            out += [PairColumn("n_star_cluster", "count", n_cl),
-                    PairColumn("q_cluster", "float", g)]
-        else:
-            out += [null("n_star_cluster"), null("q_cluster")]
-        out += [PairColumn("q_strata", "float", g) if strata else null("q_strata"),
-                col("p_value", res.p_value), PairColumn("p_adjusted", "float", p_adj),
-                PairColumn("significant", "bool", p_adj < self.alpha)]
-        return out
+            split = VarianceSplit(sigma_d2=sp.sigma_d2[idx], within=sp.within[idx],
+                                  samples=sp.samples)
+        more: dict[str, Any] = {"rank_a": rank[a], "rank_b": rank[b],
+                                "p_adjusted": self.p_adjusted[idx], "alpha": self.alpha,
+                                "split": split}
+        if self.anytime is None:  # figures only: no decision taken (build_report alone)
+            ctx = PairContext(model_a=name_a, model_b=name_b,
+                              verdicts=["unresolved"] * idx.size,
+                              decided_at=[None] * idx.size, **more)
+            return pair_columns(res, idx, ctx)
+        return pair_columns(self.anytime.figures, idx,
+                            self.anytime.context(idx, name_a, name_b, **more))
 
     def warnings(self) -> list[dict[str, Any]]:
         """What the reader must know before acting on the figures, as JSON objects with a

@@ -27,6 +27,7 @@ from monitor.contracts import DeadLetter, dead_letter
 from monitor.core import CoreConfig, Monitor
 from monitor.core.board import Footprint
 from monitor.core.monitor import ACCEPTED
+from monitor.core.records import StabilityCounts
 from monitor.decoder import Result, Results, decode_events
 from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
@@ -114,14 +115,14 @@ class IngestReport:
                 "conflict": self.conflict, "invalid": self.invalid}
 
 
-def _flip_figures(kind: str, counts: dict[str, int]) -> dict[str, Any]:
+def _flip_figures(kind: str, counts: StabilityCounts) -> dict[str, Any]:
     # The same Wilson interval and 10 % rule as `llm-monitor stability`, so the live figures
     # equal the offline ones for the same outcomes.
-    from monitor.audit.stability import ALARM_FLIP_RATE, flip_alarm, flip_stat
+    from monitor.audit.stability import ALARM_FLIP_RATE, flip_alarm
 
-    fs = flip_stat(kind, counts["flips"], counts["right_on_original"], math.nan)
-    return {"kind": kind, "pairs": counts["pairs"],
-            "right_on_original": counts["right_on_original"], "flips": counts["flips"],
+    fs = counts.stat(kind)
+    return {"kind": kind, "pairs": counts.pairs,
+            "right_on_original": counts.right_on_original, "flips": counts.flips,
             "flip_rate": fs.rate, "ci": [fs.ci_low, fs.ci_high],
             "alarm": flip_alarm(fs.rate), "alarm_confirmed": flip_alarm(fs.ci_low),
             "alarm_level": ALARM_FLIP_RATE}
@@ -137,9 +138,7 @@ def stability_figures(monitor: Monitor, benchmark: str) -> dict[str, Any]:
 
     models = []
     for model, kinds in monitor.stability(benchmark).items():
-        total = {key: sum(c[key] for c in kinds.values())
-                 for key in ("pairs", "flips", "right_on_original")}
-        overall = _flip_figures("all", total)
+        overall = _flip_figures("all", StabilityCounts.pooled(list(kinds.values())))
         models.append({"model": model, "alarm": overall["alarm"], "overall": overall,
                        "kinds": [_flip_figures(k, c) for k, c in kinds.items()]})
     return {"benchmark": benchmark, "alarm_level": ALARM_FLIP_RATE, "confidence": 0.95,
@@ -690,13 +689,13 @@ class EmbeddedService:
         return mon
 
     def ranking(self, benchmark: str) -> dict[str, Any]:
-        """The ranking route: :meth:`monitor.core.Monitor.ranking` with each model's
+        """The ranking route: :meth:`monitor.core.Monitor.ranking` as JSON, with each model's
         ``standing`` (its stop signal, :class:`monitor.core.standing.Standing`; None for a
         model below the top the standings cover, or before its first reading), and
         ``standings``: whether they follow the evaluated state now (``current``) and how many
         models from the top they cover (``models``)."""
         mon = self._monitor(benchmark)
-        out = dict(mon.ranking(benchmark))
+        out = mon.ranking(benchmark).to_json()
         book = self.host.standings
         standings = book.of(benchmark)
         out["models"] = [{**m, "standing": (standings[m["model"]].as_dict()
@@ -721,7 +720,7 @@ class EmbeddedService:
               other: str | None = None) -> dict[str, Any]:
         """A page of the benchmark's pairs (:meth:`monitor.core.Monitor.pair_page`)."""
         return self._monitor(benchmark).pair_page(benchmark, offset=offset, limit=limit,
-                                                  model=model, other=other)
+                                                  model=model, other=other).to_json()
 
     def contamination(self, benchmark: str, *, limit: int = EXCLUDED_IDS_CAP) -> dict[str, Any]:
         """Items excluded from resolution (ids sorted, at most ``limit``) and the flag counts."""

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, overload
 
 import numpy as np
@@ -389,14 +389,7 @@ class MonitorHost:
         """The current ranking of ``benchmark`` as the change event the core emits for it
         (None before it has a model)."""
         with self.lock:
-            r = self.monitors[benchmark].ranking(benchmark)
-        if not r["models"]:
-            return None
-        return RankingChange(
-            change_id=0, benchmark=benchmark, resolved=r["resolved"],
-            models=[m["model"] for m in r["models"]], unresolved_pairs=r["unresolved_pairs"],
-            tiers=[m["tier"] for m in r["models"]], top_resolved=r["top_resolved"],
-            ts=datetime.now(UTC))
+            return self.monitors[benchmark].ranking_change(benchmark)
 
     def adopt_decisions(self, logged: Sequence[Mapping[str, Any]]) -> int:
         """Give the rebuilt monitors the decisions of a durable change log (a decision is final:

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from monitor.contracts import RankingChange, ResolutionChange
 from monitor.core import CoreConfig, Monitor
+from monitor.core.records import StabilityCounts
 from monitor.core.standing import Standing
 
 #: The standings of a benchmark by model (:meth:`monitor.runners.standings.Standings.of`).
@@ -270,15 +271,11 @@ class MonitorCollector(Collector):
                 if s.settled_at is not None:
                     settled_items.add_metric(labels, float(s.settled_at.items))
             for model, kinds in self.monitor.stability(bench).items():
-                pooled = {"pairs": 0, "flips": 0, "right_on_original": 0}
+                pooled = StabilityCounts.pooled(list(kinds.values()))
                 for kind, c in (*kinds.items(), ("all", pooled)):
-                    if kind != "all":
-                        for key in pooled:
-                            pooled[key] += c[key]
-                    flip_pairs.add_metric([bench, model, kind], float(c["pairs"]))
-                    if c["right_on_original"]:
-                        flip_rate.add_metric([bench, model, kind],
-                                             c["flips"] / c["right_on_original"])
+                    flip_pairs.add_metric([bench, model, kind], float(c.pairs))
+                    if c.right_on_original:
+                        flip_rate.add_metric([bench, model, kind], c.stat(kind).rate)
             table = self.monitor.table(bench)
             if table is None:
                 continue
@@ -299,8 +296,8 @@ class MonitorCollector(Collector):
                 thresholds = 1.0 / np.asarray(table.levels_of(a, b), dtype=np.float64)
                 rk_threshold.add_metric([bench, "min"], float(thresholds.min()))
                 rk_threshold.add_metric([bench, "max"], float(thresholds.max()))
-            for view in self.monitor.pair_views(bench, self.which,
-                                                limit=self.monitor.config.pair_series_limit):
+            for view in self.monitor.pairs(bench, self.which,
+                                           limit=self.monitor.config.pair_series_limit):
                 fig = view.figures
                 labels = [bench, view.model_a, view.model_b]
                 items.add_metric(labels, float(fig.n))

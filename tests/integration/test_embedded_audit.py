@@ -67,8 +67,8 @@ def _assert_ranking_matches(ranking: dict[str, Any], report: dict[str, Any]) -> 
         assert (got["model_a"], got["model_b"], got["n"]) == \
             (ref["model_a"], ref["model_b"], ref["n"])
         assert got["delta"] == pytest.approx(ref["delta"], abs=1e-12)
-        assert got["q"] == pytest.approx(ref["fixed_n"]["q"], rel=1e-9)
-        assert got["mde"] == pytest.approx(ref["fixed_n"]["mde"], rel=1e-9)
+        assert got["fixed_n"]["q"] == pytest.approx(ref["fixed_n"]["q"], rel=1e-9)
+        assert got["fixed_n"]["mde"] == pytest.approx(ref["fixed_n"]["mde"], rel=1e-9)
 
 
 def test_leak_suspect_items_excluded_as_if_removed_and_restored_on_request(

@@ -93,7 +93,7 @@ def test_worker_matches_offline_and_dead_letters(tmp_path: Path, shared_data: Pa
         for name, mon in offline.items():
             live = core.monitors[name]
             assert snapshot_cells(live) == snapshot_cells(mon)
-            want, got = mon.ranking(name), live.ranking(name)
+            want, got = mon.ranking(name).to_json(), live.ranking(name).to_json()
             assert [(m["model"], m["n"]) for m in got["models"]] == [
                 (m["model"], m["n"]) for m in want["models"]]
             for p, q in zip(got["pairs"], want["pairs"], strict=True):
@@ -106,7 +106,7 @@ def test_worker_matches_offline_and_dead_letters(tmp_path: Path, shared_data: Pa
         # /metrics shows the same ranking state as the durable state.
         for name, mon in offline.items():
             resolved = metrics[f'llm_monitor_ranking_resolved{{benchmark="{name}"}}']
-            assert resolved == (1.0 if mon.ranking(name)["resolved"] else 0.0)
+            assert resolved == (1.0 if mon.ranking(name).to_json()["resolved"] else 0.0)
 
         changes = [json.loads(r.value) for r in read_topic(broker.bootstrap, CHANGES_TOPIC)]
         resolutions = [c for c in changes if "verdict" in c]

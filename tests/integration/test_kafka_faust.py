@@ -55,7 +55,7 @@ def test_faust_reads_what_produce_writes(tmp_path: Path, shared_data: Path) -> N
                          benchmark="gsm8k", exclude=["gold"])
     mon = Monitor(CoreConfig())
     mon.apply(ReplayStream(blocks, seed=5).events(0, produced))
-    offline = mon.ranking("gsm8k")
+    offline = mon.ranking("gsm8k").to_json()
     assert metrics['llm_monitor_ranking_unresolved_pairs{benchmark="gsm8k"}'] == \
         offline["unresolved_pairs"]
     for pair in offline["pairs"]:

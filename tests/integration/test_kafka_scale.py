@@ -161,7 +161,7 @@ def test_two_workers_rebalance_and_sigkill_equal_offline(tmp_path: Path,
             live = core.monitors[name]
             assert live.counters == want.counters, name
             assert snapshot_cells(live) == snapshot_cells(want), name
-            w, g = want.ranking(name), live.ranking(name)
+            w, g = want.ranking(name).to_json(), live.ranking(name).to_json()
             assert [(m["model"], m["n"], m["mean"]) for m in g["models"]] == [
                 (m["model"], m["n"], m["mean"]) for m in w["models"]], name
             assert [(p["n"], p["verdict"], p["e_value"]) for p in g["pairs"]] == [

@@ -163,5 +163,6 @@ def test_watch_a_group_task_across_restarts_counts_every_line_once(tmp_path: Pat
         assert lp["delta"] == pytest.approx(op["delta"], abs=1e-12)
         assert lp["sigma_d2"] == pytest.approx(op["sigma_d2"], rel=1e-9)
         # Clusters = subtasks: the same design effect as the offline cluster-robust one.
-        assert lp["de"] == pytest.approx(op["fixed_n"]["design_effect"], rel=1e-9)
-        assert lp["de"] != pytest.approx(1.0)
+        assert lp["fixed_n"]["design_effect"] == pytest.approx(
+            op["fixed_n"]["design_effect"], rel=1e-9)
+        assert lp["fixed_n"]["design_effect"] != pytest.approx(1.0)

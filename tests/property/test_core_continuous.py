@@ -31,8 +31,8 @@ def test_beta_scores_in_ten_item_batches_do_not_break_the_monitor() -> None:
         res = mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=float(x[i, j]))
                          for i in range(10) for j, m in enumerate("AB")])
         assert len(res.outcomes) == 20
-    pair = mon.ranking("b")["pairs"][0]
-    assert pair["n"] == 10 and 0.0 <= pair["q"] < 1.0
+    pair = mon.ranking("b").to_json()["pairs"][0]
+    assert pair["n"] == 10 and 0.0 <= pair["fixed_n"]["q"] < 1.0
 
 
 @st.composite
@@ -75,8 +75,8 @@ def test_any_valid_scores_in_any_batching_match_the_offline_kernel(
         start = cut
     table = mon.table("b")
     assert table is not None
-    mon.ranking("b")
-    mon.pairs("b", "all")
+    mon.ranking("b").to_json()
+    [p.as_dict() for p in mon.pairs("b", "all")]
 
     # The same matrix through the offline board (columns in the monitor's model order).
     cols = [MODELS.index(m) for m in table.models]

@@ -149,7 +149,7 @@ def _slow_routes_agree(mon: Monitor, names: list[str], code: np.ndarray,
                        low: list[int], high: list[int], order: tuple[int, ...]) -> None:
     """``Monitor.pairs(…, "all")`` and ``Monitor.ranking`` show what the cheap read showed."""
     col = {n: i for i, n in enumerate(names)}
-    pairs = mon.pairs(BENCH, "all")
+    pairs = [p.as_dict() for p in mon.pairs(BENCH, "all")]
     assert len(pairs) == len(order) * (len(order) - 1) // 2
     for p in pairs:
         a, b = col[p["model_a"]], col[p["model_b"]]
@@ -159,7 +159,7 @@ def _slow_routes_agree(mon: Monitor, names: list[str], code: np.ndarray,
         assert (p["decided"] is None) == (want == "unresolved"), p
         if p["decided"] is not None:
             assert p["decided"]["n"] <= p["n"] and p["decided"]["e_value"] >= p["e_threshold"]
-    ranking = mon.ranking(BENCH)
+    ranking = mon.ranking(BENCH).to_json()
     assert [r["model"] for r in ranking["models"]] == [names[i] for i in order]
     assert [r["rank_low"] for r in ranking["models"]] == low
     assert [r["rank_high"] for r in ranking["models"]] == high

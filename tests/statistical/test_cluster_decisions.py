@@ -127,7 +127,7 @@ def test_clustered_decisions_come_with_enough_clusters_and_stay() -> None:
     x, g = _stream(rng, np.array([3.0, -3.0]), few)
     mon.apply([ItemResult(benchmark="b", item_id=str(i), model=f"m{j}", score=float(x[i, j]),
                           cluster=f"c{g[i]}") for i in range(x.shape[0]) for j in range(2)])
-    pair = mon.pairs("b")[0]
+    pair = mon.pairs("b")[0].as_dict()
     assert pair["verdict"] == "undecidable"
     assert pair["undecidable"].startswith(f"not decidable with {few} clusters")
     assert pair["clusters"]["needed"] == few + 1

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from monitor.cli import main
+from monitor.core.records import pair_columns, pair_objects
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import anytime_replay
-from monitor.offline.report import AnytimeReplay, pair_objects
+from monitor.offline.report import AnytimeReplay
 from monitor.stats import eprocess as ep
 from monitor.stats import sequential as sq
 
@@ -36,8 +37,8 @@ def _fields(replay: AnytimeReplay, a: np.ndarray, b: np.ndarray) -> list[dict[st
     """The verdict and anytime keys of the report's pair objects (A = a[k], names a…e)."""
     idx = np.arange(a.size, dtype=np.int64)
     names = np.array(list("abcde"))
-    return pair_objects(replay.headline_columns(idx, names[a].tolist(), names[b].tolist())
-                        + replay.figure_columns(idx))
+    return pair_objects(pair_columns(replay.figures, idx, replay.context(
+        idx, names[a].tolist(), names[b].tolist())))
 
 
 @pytest.mark.parametrize("rule", ["board", "family"])
@@ -69,7 +70,7 @@ def test_first_resolved_at_matches_brute_force(rule: str) -> None:
             assert (None if decided is None else decided["n"]) == (  # type: ignore[index]
                 int(hits[0]) + 1 if hits.size else None)
             assert f["e_threshold"] == pytest.approx(1 / gamma)
-            assert f["log_e_value"] == pytest.approx(float(le[-1]), rel=1e-12, abs=1e-12)
+            assert f["log_e"] == pytest.approx(float(le[-1]), rel=1e-12, abs=1e-12)
             if hits.size:
                 winner = "abcde"[a[k]] if plus[hits[0]] >= minus[hits[0]] else "abcde"[b[k]]
                 assert f["verdict"] == f"resolved:{winner}"

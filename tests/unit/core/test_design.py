@@ -44,8 +44,8 @@ def test_a_clustered_board_survives_a_snapshot_exactly() -> None:
     assert a is not None and b is not None
     for name in a.__dataclass_fields__:  # the clustered state, cell by cell
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
-    assert resumed.pairs("b", "all") == whole.pairs("b", "all")
-    assert any(p["verdict"].startswith("resolved:") for p in whole.pairs("b", "all"))
+    assert [p.as_dict() for p in resumed.pairs("b", "all")] == [p.as_dict() for p in whole.pairs("b", "all")]
+    assert any(p["verdict"].startswith("resolved:") for p in [p.as_dict() for p in whole.pairs("b", "all")])
 
 
 def test_the_design_decides_the_verdict() -> None:
@@ -56,14 +56,15 @@ def test_the_design_decides_the_verdict() -> None:
     for design in ("items", "strata", "clusters"):
         mon = Monitor(CoreConfig(design=design, family="all"))
         mon.apply(events)
-        pairs = {(p["model_a"], p["model_b"]): p for p in mon.pairs("b", "all")}
+        pairs = {(p["model_a"], p["model_b"]): p for p in [p.as_dict() for p in mon.pairs("b", "all")]}
         verdicts[design] = pairs
         assert all(p["design"] == design for p in pairs.values())
-        assert mon.ranking("b")["anytime"]["design"] == design
+        assert mon.ranking("b").to_json()["anytime"]["design"] == design
     top = ("m0", "m2")
     assert verdicts["items"][top]["decided"]["n"] == verdicts["strata"][top]["decided"]["n"]
     assert verdicts["clusters"][top]["decided"]["n"] > verdicts["items"][top]["decided"]["n"]
-    assert "q_strata" in verdicts["strata"][top] and verdicts["strata"][top]["q_cluster"] is None
+    fixed = verdicts["strata"][top]["fixed_n"]
+    assert fixed["q_strata"] is not None and fixed["q_cluster"] is None
 
 
 def test_another_design_for_a_stored_benchmark_is_refused() -> None:

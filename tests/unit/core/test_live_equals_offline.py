@@ -49,20 +49,21 @@ def test_live_core_equals_report_anytime_on_real_mmlu_pro(
     mon = Monitor(CoreConfig(alpha=0.05, power=0.8, family="adjacent", design="strata"))
     for start in range(0, len(events), 20_000):
         mon.apply(events[start:start + 20_000])
-    live = mon.ranking("mmlu_pro")
+    live = mon.ranking("mmlu_pro").to_json()
 
     assert [r["model"] for r in rep["ranking"]] == [r["model"] for r in live["models"]]
     assert len(rep["pairs"]) == len(live["pairs"]) == 31
     for off, on in zip(rep["pairs"], live["pairs"], strict=True):
         assert (off["model_a"], off["model_b"]) == (on["model_a"], on["model_b"])
         assert off["n"] == on["n"]
-        flat = off | {f"fixed_n.{k}": v for k, v in off["fixed_n"].items()}
-        for key_off, key_on in (("delta", "delta"), ("sigma_d2", "sigma_d2"),
-                                ("fixed_n.n_star_exact", "n_star"), ("fixed_n.q", "q"),
-                                ("fixed_n.q_strata", "q_strata"), ("fixed_n.mde", "mde"),
-                                ("log_e_value", "log_e"), ("cs_low", "cs_low"),
-                                ("cs_high", "cs_high")):
-            assert on[key_on] == pytest.approx(flat[key_off], rel=1e-9, abs=1e-12), key_on
+        # one serializer: the same keys, the same figures
+        assert set(on) - {"rank_a", "rank_b"} <= set(off) and set(on["fixed_n"]) <= set(
+            off["fixed_n"])
+        for key in ("delta", "sigma_d2", "log_e", "cs_low", "cs_high", "mean_a", "mean_b"):
+            assert on[key] == pytest.approx(off[key], rel=1e-9, abs=1e-12), key
+        for key in ("n_star_exact", "q", "q_strata", "mde", "design_effect"):
+            assert on["fixed_n"][key] == pytest.approx(off["fixed_n"][key], rel=1e-9,
+                                                       abs=1e-12), key
         if math.isfinite(on["e_value"]):
             assert on["e_value"] == pytest.approx(off["e_value"], rel=1e-9)
         # The same verdict, decided at the same paired item, at the same fixed share of α.
@@ -115,7 +116,7 @@ def test_live_core_equals_report_anytime_under_sampled_clusters(
         stop = start + int(rng.integers(1, 700))
         mon.apply(events[start:stop])
         start = stop
-    live = {(p["model_a"], p["model_b"]): p for p in mon.pairs("b", "all")}
+    live = {(p["model_a"], p["model_b"]): p for p in [p.as_dict() for p in mon.pairs("b", "all")]}
     decided = 0
     for off in rep["pairs"]:
         on = live[(off["model_a"], off["model_b"])]
@@ -142,11 +143,11 @@ def test_every_item_favouring_one_model_gives_the_same_q_everywhere() -> None:
     mon = Monitor()
     mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, score=s)
                for i in range(n) for m, s in (("A", 1.0), ("B", 0.0))])
-    q_live = mon.ranking("b")["pairs"][0]["q"]
+    q_live = mon.ranking("b").to_json()["pairs"][0]["fixed_n"]["q"]
     assert q_summary == q_report == pytest.approx(q_live, rel=1e-12)
     assert 1.0 < q_live < math.inf  # 30:0 is decisive (exact McNemar p = 1.9e-9)
     # and one such item is not
     mon1 = Monitor()
     mon1.apply([ItemResult(benchmark="b", item_id="0", model=m, score=s)
                 for m, s in (("A", 1.0), ("B", 0.0))])
-    assert 0.0 < mon1.ranking("b")["pairs"][0]["q"] < 0.1
+    assert 0.0 < mon1.ranking("b").to_json()["pairs"][0]["fixed_n"]["q"] < 0.1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ def ev(item: str, model: str, score: float, *, bench: str = "b", **kw: object) -
 
 
 def pair(mon: Monitor, a: str, b: str, bench: str = "b") -> dict[str, object]:
-    for p in mon.pairs(bench, "all"):
+    for p in [p.as_dict() for p in mon.pairs(bench, "all")]:
         if (p["model_a"], p["model_b"]) in ((a, b), (b, a)):
             return p
     raise AssertionError(f"pair {a}/{b} not found")
@@ -36,7 +36,7 @@ def test_pairing_uses_only_shared_items() -> None:
     assert xy["delta"] == pytest.approx(0.5)
     assert pair(mon, "x", "z")["n"] == 1
     assert pair(mon, "y", "z")["n"] == 1
-    models = mon.ranking("b")["models"]
+    models = mon.ranking("b").to_json()["models"]
     assert [m["model"] for m in models] == ["x", "y", "z"]
     assert [m["n"] for m in models] == [3, 3, 2]
 
@@ -70,7 +70,8 @@ def test_perturbed_results_do_not_pair_and_count_flips() -> None:
                      ev("1", "y", 1.0, variant="perturbed:typo"),
                      ev("1", "x", 0, variant="perturbed:paraphrase")])
     assert res.outcomes == ["accepted", "accepted", "accepted", "duplicate"]
-    assert mon.stability("b") == {
+    assert {m: {k: c.to_json() for k, c in kinds.items()}
+            for m, kinds in mon.stability("b").items()} == {
         "x": {"paraphrase": {"pairs": 2, "flips": 1, "right_on_original": 1}},
         "y": {"paraphrase": {"pairs": 1, "flips": 1, "right_on_original": 1},
               "typo": {"pairs": 1, "flips": 0, "right_on_original": 1}},
@@ -126,24 +127,24 @@ def test_ranking_change_on_tiers_and_resolution() -> None:
     # is noise, not a ranking change (the route shows the new order)
     res = mon.apply([ev(str(i), m, s) for i in range(2, 6) for m, s in (("a", 0), ("b", 1))])
     assert [c for c in res.changes if isinstance(c, RankingChange)] == []
-    assert [m["model"] for m in mon.ranking("b")["models"]] == ["b", "a"]
+    assert [m["model"] for m in mon.ranking("b").to_json()["models"]] == ["b", "a"]
     # a long run of b-only wins resolves the ranking: two tiers, an event
     res = mon.apply([ev(str(i), m, s) for i in range(6, 60) for m, s in (("a", 0), ("b", 1))])
     rc = [c for c in res.changes if isinstance(c, RankingChange)]
     assert len(rc) == 1 and rc[0].resolved and rc[0].unresolved_pairs == 0
     assert rc[0].models == ["b", "a"] and rc[0].tiers == [1, 2] and rc[0].top_resolved
-    assert mon.ranking("b")["resolved"] is True
+    assert mon.ranking("b").to_json()["resolved"] is True
 
 
 def test_fixed_n_family_and_the_anytime_shares() -> None:
     mon = Monitor(CoreConfig(family="all"))
     mon.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
-    rk = mon.ranking("b")
+    rk = mon.ranking("b").to_json()
     assert rk["fixed_n"]["m"] == 6 and rk["fixed_n"]["snapshot"] is True
     assert rk["fixed_n"]["alpha"] == pytest.approx(0.05 / 6)
     adj = Monitor(CoreConfig(family="adjacent"))
     adj.apply([ev(str(i), m, 1.0) for i in range(3) for m in "abcd"])
-    assert adj.ranking("b")["fixed_n"]["m"] == 3
+    assert adj.ranking("b").to_json()["fixed_n"]["m"] == 3
     # The anytime threshold of a pair does not depend on the family: its share of α is
     # fixed by its birth order (a, b, c, d arrive in that order; the default planned size,
     # M₀ ≥ 4, puts all six pairs in the first block).
@@ -153,7 +154,7 @@ def test_fixed_n_family_and_the_anytime_shares() -> None:
     gamma = 0.05 / (m0 * (m0 - 1))  # the planned board's M₀(M₀ − 1)/2 pairs share α/2
     for p in rk["pairs"]:
         assert p["e_threshold"] == pytest.approx(1 / gamma)
-    assert [p["e_threshold"] for p in adj.ranking("b")["pairs"]] == [
+    assert [p["e_threshold"] for p in adj.ranking("b").to_json()["pairs"]] == [
         p["e_threshold"] for p in rk["pairs"]]
 
 
@@ -197,23 +198,24 @@ def test_cluster_design_effect_matches_stats_and_first_cluster_wins() -> None:
     p = pair(mon, "a", "b")
     labels = [g if g is not None else f"single-{i}" for i, g in enumerate(groups)]
     ref = design_effect(xa - xb, labels)  # monitor.stats.clusters, the offline reference
-    assert p["de"] == pytest.approx(ref.de, rel=1e-12)
+    fixed: dict[str, Any] = p["fixed_n"]  # type: ignore[assignment]
+    assert fixed["design_effect"] == pytest.approx(ref.de, rel=1e-12)
     sign = 1.0 if p["model_a"] == "a" else -1.0
     assert p["delta"] == pytest.approx(sign * float(np.mean(xa - xb)))
     # q_cluster: the cluster-robust variance with its small-sample factor G/(G − 1), G the
     # clusters (4 named + 12 unclustered items, each its own), and never above q
     g_count = len(set(labels))
     assert g_count == 16
-    assert p["q_cluster"] == pytest.approx(
-        p["q"] / max(ref.de * g_count / (g_count - 1), 1.0))  # type: ignore[operator]
-    assert p["q_cluster"] <= p["q"]  # type: ignore[operator]
+    assert fixed["q_cluster"] == pytest.approx(
+        fixed["q"] / max(ref.de * g_count / (g_count - 1), 1.0))
+    assert fixed["q_cluster"] <= fixed["q"]
 
 
 def test_bounded_scores_use_the_bounded_e_process() -> None:
     mon = Monitor(CoreConfig(planned_models=2))  # one pair planned: it spends α/2
     mon.apply([ev(str(i), "a", 0.75) for i in range(100)] + [ev(str(i), "b", 0.25)
                                                              for i in range(100)])
-    rk = mon.ranking("b")
+    rk = mon.ranking("b").to_json()
     assert rk["binary"] is False
     p = rk["pairs"][0]
     assert p["verdict"] == "resolved:a"
@@ -224,10 +226,10 @@ def test_bounded_scores_use_the_bounded_e_process() -> None:
 def test_unknown_benchmark_and_bad_options() -> None:
     mon = Monitor()
     with pytest.raises(KeyError):
-        mon.ranking("nope")
+        mon.ranking("nope").to_json()
     mon.apply([ev("1", "a", 1)])
     with pytest.raises(ValueError, match="which"):
-        mon.pairs("b", "some")
+        [p.as_dict() for p in mon.pairs("b", "some")]
     with pytest.raises(ValueError, match="alpha"):
         CoreConfig(alpha=1.5)
     with pytest.raises(ValueError, match="correction"):
@@ -244,7 +246,7 @@ def test_deferred_evaluation_emits_against_the_last_emitted_verdicts() -> None:
         assert lazy.apply(events[j:j + 50], evaluate=False).changes == []
     assert lazy.dirty
     # queries see the current state without emitting anything
-    assert lazy.ranking("b")["pairs"][0]["verdict"] == "resolved:strong"
+    assert lazy.ranking("b").to_json()["pairs"][0]["verdict"] == "resolved:strong"
     changes = lazy.evaluate()
     assert not lazy.dirty
     res = [c for c in changes if isinstance(c, ResolutionChange)]
@@ -335,11 +337,11 @@ def test_adopting_a_decision_taken_again_keeps_the_logged_time() -> None:
     mon = Monitor()
     mon.apply([ev(str(i), m, float(rng.random() < q)) for i in range(200)
                for m, q in (("top", 0.9), ("low", 0.1))])
-    view = mon.pair_views("b")[0]
+    view = mon.pairs("b")[0]
     assert view.verdict == "resolved:top" and view.decided_ts is not None
     logged = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert not mon.adopt_decision("b", "top", "low", "resolved:top", n=1, log_e=1.0, ts=logged)
-    assert mon.pair_views("b")[0].decided_ts == logged.isoformat()
+    assert mon.pairs("b")[0].decided_ts == logged.isoformat()
 
 
 def test_pair_pages_cover_every_pair_once_in_ranking_order() -> None:
@@ -351,24 +353,24 @@ def test_pair_pages_cover_every_pair_once_in_ranking_order() -> None:
               for i in range(200) for j, m in enumerate(models)]
     mon = Monitor(CoreConfig(family="all"))
     mon.apply(events)
-    every = mon.pairs("b", "all")
+    every = [p.as_dict() for p in mon.pairs("b", "all")]
     assert len(every) == 36
     for size in (1, 5, 7, 36, 100):
-        pages = [mon.pair_page("b", offset=o, limit=size) for o in range(0, 40, size)]
+        pages = [mon.pair_page("b", offset=o, limit=size).to_json() for o in range(0, 40, size)]
         assert all(p["total"] == 36 for p in pages)
         assert [q for p in pages for q in p["pairs"]] == every
-    ranked = [m["model"] for m in mon.ranking("b")["models"]]
+    ranked = [m["model"] for m in mon.ranking("b").to_json()["models"]]
     third = ranked[2]
-    own = mon.pair_page("b", model=third, limit=100)
+    own = mon.pair_page("b", model=third, limit=100).to_json()
     assert own["total"] == 8
     assert own["pairs"] == [p for p in every if third in (p["model_a"], p["model_b"])]
-    one = mon.pair_page("b", model=ranked[5], other=ranked[1])
+    one = mon.pair_page("b", model=ranked[5], other=ranked[1]).to_json()
     assert one["total"] == 1 and one["pairs"] == [
         p for p in every if (p["model_a"], p["model_b"]) == (ranked[1], ranked[5])]
     with pytest.raises(KeyError, match="nobody"):
-        mon.pair_page("b", model="nobody")
+        mon.pair_page("b", model="nobody").to_json()
     with pytest.raises(ValueError, match="offset"):
-        mon.pair_page("b", offset=-1)
+        mon.pair_page("b", offset=-1).to_json()
 
 
 def test_consistent_order_is_the_topological_order_of_the_decisions() -> None:
@@ -377,7 +379,7 @@ def test_consistent_order_is_the_topological_order_of_the_decisions() -> None:
     # break ties by mean order, and fall back to the mean order on a cycle.
     import heapq
 
-    from monitor.core.evaluate import consistent_order
+    from monitor.stats.ranks import consistent_order
 
     def kahn(by_mean: list[int], above: np.ndarray) -> tuple[int, ...]:
         sub = above[np.ix_(by_mean, by_mean)]

@@ -91,7 +91,7 @@ def _state(svc: EmbeddedService) -> dict[str, Any]:
                            "accepted": svc.host.counters()["accepted"]}
     for b in svc.benchmarks():
         mon = svc.host.monitors[b]
-        out[b] = {"ranking": svc.ranking(b), "pairs": mon.pairs(b, "all"),
+        out[b] = {"ranking": svc.ranking(b), "pairs": [p.as_dict() for p in mon.pairs(b, "all")],
                   "contamination": svc.contamination(b), "stability": svc.stability(b)}
     return _rounded(out)
 

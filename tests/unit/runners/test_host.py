@@ -211,7 +211,7 @@ def test_decisions_in_the_log_are_adopted_by_a_rebuilt_state() -> None:
     assert h.adopt_decisions(logged) == 0  # already adopted
     missing = h.reconcile(h.evaluate_if_due(), {("b", frozenset(("a", "z"))): "resolved:z"}, {})
     assert [c for c in missing if isinstance(c, ResolutionChange)] == []
-    (p,) = h.monitor("b").pairs("b", "all")
+    (p,) = [p.as_dict() for p in h.monitor("b").pairs("b", "all")]
     assert p["verdict"] == "resolved:z" and p["n"] == 40
     assert p["decided"]["n"] == 12 and p["decided"]["e_value"] == pytest.approx(50.0)
     assert p["decided"]["ts"] == "2026-01-02T03:04:05+00:00"

@@ -60,7 +60,7 @@ def test_a_shuffled_live_replay_takes_the_decisions_of_report_with_its_seed(
     mon = Monitor(CoreConfig(family="all", benchmarks={"b": BenchmarkSpec(design="strata")}))
     for lo in range(0, len(stream), 997):  # batches do not matter to the decisions
         mon.apply(stream.events(lo, min(lo + 997, len(stream))))
-    live = {(p["model_a"], p["model_b"]): p for p in mon.pairs("b", "all")}
+    live = {(p["model_a"], p["model_b"]): p for p in [p.as_dict() for p in mon.pairs("b", "all")]}
     decided = 0
     for off in rep["pairs"]:
         on = live[(off["model_a"], off["model_b"])]
@@ -68,7 +68,7 @@ def test_a_shuffled_live_replay_takes_the_decisions_of_report_with_its_seed(
         assert (on["decided"] or {}).get("n") == (off["decided"] or {}).get("n"), off
         decided += off["decided"] is not None
     assert 0 < decided < len(rep["pairs"])
-    ranking = mon.ranking("b")
+    ranking = mon.ranking("b").to_json()
     assert [m["model"] for m in ranking["models"]] == [e["model"] for e in rep["ranking"]]
     assert [(m["rank_low"], m["rank_high"], m["tier"]) for m in ranking["models"]] == [
         (e["rank_low"], e["rank_high"], e["tier"]) for e in rep["ranking"]]

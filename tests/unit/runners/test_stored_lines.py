@@ -10,7 +10,7 @@ from pathlib import Path
 import zstandard
 from prometheus_client import CollectorRegistry
 
-from monitor.contracts import ItemResult
+from monitor.contracts import ItemResult, jsonable
 from monitor.decoder import as_item, decode_events
 from monitor.runners.embedded_service import EmbeddedService
 from monitor.runners.settings import Settings
@@ -88,7 +88,9 @@ def test_stored_lines_read_back_as_the_accepted_events_and_rebuild_the_state(
     svc.close()
     again = service(db)
     try:
-        assert again.ranking("b") == before
+        # as the route writes them (a NaN figure, ρ of a constant column, is not equal to
+        # itself as a float)
+        assert jsonable(again.ranking("b")) == jsonable(before)
         assert again.store.n_results() == 5
     finally:
         again.close()

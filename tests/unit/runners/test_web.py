@@ -63,7 +63,7 @@ def test_live_table_holds_the_scores_that_enter_the_verdicts() -> None:
     assert got == want
     # The ranking of the live table is the monitor's ranking by mean.
     ranked = [e.model for e in build_report(table).ranking]
-    assert ranked == [m["model"] for m in mon.ranking(BENCH)["models"]]
+    assert ranked == [m["model"] for m in mon.ranking(BENCH).to_json()["models"]]
 
 
 def _verdict_rows(page: str) -> list[tuple[str, str]]:
@@ -79,7 +79,7 @@ def test_live_report_shows_the_monitors_verdicts_with_the_cli_figures_of_the_liv
     table = live_table(mon, BENCH)
     decisions = live_decisions(mon, BENCH)
     page = live_report_html(table, decisions, config)
-    ranking = mon.ranking(BENCH)
+    ranking = mon.ranking(BENCH).to_json()
     # The verdicts, ranking, rank sets and tiers are the ranking route's…
     assert _verdict_rows(page) == [(f"{p['model_a']}|{p['model_b']}", p["verdict"])
                                    for p in ranking["pairs"]]
@@ -134,7 +134,7 @@ def test_live_report_shows_the_decision_the_monitor_took_not_a_replay_of_its_tab
     ev += [{"benchmark": "order", "item_id": f"q{i}", "model": "B", "score": int(x[i, 1])}
            for i in reversed(range(n))]
     mon.apply([ItemResult.model_validate(e) for e in ev])
-    live_n = mon.ranking("order")["pairs"][0]["decided"]["n"]
+    live_n = mon.ranking("order").to_json()["pairs"][0]["decided"]["n"]
     table = live_table(mon, "order")
     replayed = with_anytime(build_report(table, rank_method="simultaneous"), table,
                             order="file")
@@ -156,7 +156,7 @@ def test_live_table_reads_the_labels_as_the_benchmarks_design() -> None:
     rep = live_report(table, live_decisions(mon, BENCH), mon.config).as_dict()
     assert rep["design"] == "strata" and rep["groups"]["kind"] == "strata"
     assert rep["pairs"][0]["fixed_n"]["q_strata"] == pytest.approx(
-        mon.ranking(BENCH)["pairs"][0]["q_strata"], rel=1e-12)
+        mon.ranking(BENCH).to_json()["pairs"][0]["fixed_n"]["q_strata"], rel=1e-12)
 
 
 class _WatchedLock:

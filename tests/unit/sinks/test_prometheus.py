@@ -77,7 +77,7 @@ def test_exposes_exactly_the_contract_names() -> None:
         assert value == (0.0 if table.verdict(table.models.index(a), table.models.index(b))
                          == "unresolved" else 1.0)
     assert got["llm_monitor_ranking_unresolved_pairs"][0][1] == float(table.unresolved_pairs())
-    rk = mon.ranking("b")
+    rk = mon.ranking("b").to_json()
     low = {s[0]["model"]: s[1] for s in got["llm_monitor_model_rank_low"]}
     high = {s[0]["model"]: s[1] for s in got["llm_monitor_model_rank_high"]}
     assert low == {m["model"]: float(m["rank_low"]) for m in rk["models"]}
@@ -181,7 +181,7 @@ def test_pair_resolved_is_the_ranking_routes_verdict_under_the_declared_design()
         mon.apply([ItemResult(benchmark="b", item_id=str(i), model=m, cluster=f"c{i % 3}",
                               score=s)
                    for i in range(400) for m, s in (("a", 1.0), ("z", float(i % 5 == 0)))])
-        (pair,) = mon.ranking("b")["pairs"]
+        (pair,) = mon.ranking("b").to_json()["pairs"]
         assert pair["verdict"] == ("undecidable" if design == "clusters" else "resolved:a")
         m = scrape(registry)
         assert [v for _, v in m["llm_monitor_pair_resolved"]] == [want]
