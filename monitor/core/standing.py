@@ -78,8 +78,8 @@ class Standing:
         text = f"settled at item {at:,} of {total:,} ({saved:.0%} saved{done})"
         return text + (f"; {pairs} left open" if k else "")
 
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON of the ranking route's ``standing`` (per model)."""
+    def to_json(self) -> dict[str, Any]:
+        """The ranking route's ``standing`` of the model."""
         return {
             "settled": self.settled, "text": self.text(), "reason": self.reason,
             "items_done": self.items_done, "items_total": self.items_total,

@@ -698,7 +698,7 @@ class EmbeddedService:
         out = mon.ranking(benchmark).to_json()
         book = self.host.standings
         standings = book.of(benchmark)
-        out["models"] = [{**m, "standing": (standings[m["model"]].as_dict()
+        out["models"] = [{**m, "standing": (standings[m["model"]].to_json()
                                             if m["model"] in standings else None)}
                          for m in out["models"]]
         # Whether they follow the state now (a round over a large board takes a while).

@@ -57,7 +57,7 @@ def test_a_model_evaluated_until_its_plan_says_stop() -> None:
     left = f"; {len(plan.open)} pair{'' if len(plan.open) == 1 else 's'} left open"
     assert st.text() == (f"settled at item {n:,} of 1,000 ({(N - n) / N:.0%} saved)"
                          + (left if plan.open else ""))
-    assert st.as_dict()["settled_at"] == {"items": n, "ts": T0.isoformat()}
+    assert st.to_json()["settled_at"] == {"items": n, "ts": T0.isoformat()}
 
     # Its evaluation runs on: the record stays where the plan first said stop.
     ids = [f"q{i}" for i in range(N)]
