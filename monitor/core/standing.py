@@ -5,7 +5,7 @@ board, the live report and the metrics show (docs/until-resolved.md, "On the boa
 A plan (:mod:`monitor.core.plan`) is computed on demand and knows the state now, not when the
 model became settled. The moment is recorded by whoever evaluates the board as it goes
 (:class:`monitor.runners.standings.Standings`): :func:`settle` keeps the record while the plan
-says stop, takes it at the first evaluation that says so, and drops it when the plan says
+says stop, takes it at the first reading that says so, and drops it when the plan says
 continue again (a new model opened a pair with it).
 """
 
@@ -20,8 +20,8 @@ from monitor.core.plan import Plan
 
 @dataclass(frozen=True)
 class SettledAt:
-    """The first evaluation at which a model's plan said stop (since it last said continue):
-    the model's items then, and when."""
+    """The first reading of a model's plan that said stop (since one last said continue): the
+    model's items then, and when."""
 
     items: int
     ts: datetime

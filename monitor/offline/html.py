@@ -511,7 +511,7 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
       f"({1 - rep['alpha']:.0%}), se from the {cov} covariance of the means on the items every "
       "model has: a fixed-N figure, for one look."
       + (" Until resolved: the model's stop signal for the whole board; settled at item n: "
-         "its items at the evaluation where the plan first said stop, and the share of the "
+         "its items at the first reading of its plan that said stop, and the share of the "
          "board's items it has not evaluated; – for a model below the top the monitor reads."
          if standings is not None else "") + "</p>")
     w(f"<figure>{_ranking_plot(report, ci)}</figure></section>")

@@ -589,7 +589,7 @@ class EmbeddedService:
         return len(changes)
 
     def refresh_standings(self) -> int:
-        """Bring the models' standings up to the evaluated state (within the host's share of
+        """Bring the models' standings up to the state (within the host's share of
         the time) and keep the settle records that changed; how many changed."""
         with self.host.lock:
             changes = self.host.refresh_standings()
@@ -692,7 +692,7 @@ class EmbeddedService:
         """The ranking route: :meth:`monitor.core.Monitor.ranking` as JSON, with each model's
         ``standing`` (its stop signal, :class:`monitor.core.standing.Standing`; None for a
         model below the top the standings cover, or before its first reading), and
-        ``standings``: whether they follow the evaluated state now (``current``) and how many
+        ``standings``: whether they follow the state now (``current``) and how many
         models from the top they cover (``models``)."""
         mon = self._monitor(benchmark)
         out = mon.ranking(benchmark).to_json()

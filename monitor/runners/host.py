@@ -276,7 +276,7 @@ class MonitorHost:
             return changes
 
     def refresh_standings(self) -> list[RecordChange]:
-        """Bring the models' standings up to the evaluated state, within a share of the time
+        """Bring the models' standings up to the state, within a share of the time
         (:class:`~monitor.runners.standings.Standings`); returns the settle records that
         changed, for a runner that keeps them across restarts. Call it on the runner's timer,
         after :meth:`evaluate_if_due`."""

@@ -4,12 +4,12 @@ the item at which each model settled.
 
 A plan reads every pair of its model, so a round over M models reads M(M − 1) pairs. The cost
 is bounded three ways: a round starts only when the board's state changed since the last one
-(a new table version) and has been evaluated; it covers the top ``limit`` models of the
-ranking (the models with per-model series, ``pair_series_limit + 1``); and the rounds of all
-boards share a time budget per call, after which the next call waits long enough for the
-rounds to take at most ``share`` of the process's time — a 1,000-model board's round spreads
-over many calls instead of holding the state for seconds. Each model's standing is the one
-of the last evaluation that read it.
+(a new table version); it covers the top ``limit`` models of the ranking (the models with
+per-model series, ``pair_series_limit + 1``); and the rounds of all boards share a time
+budget per call, after which the next call waits long enough for the rounds to take at most
+``share`` of the process's time — a 1,000-model board's round spreads over many calls instead
+of holding the state for seconds. Each model's standing is the one of its last reading,
+which, like every query of the monitor, reads the state as it is (evaluated or not yet).
 """
 
 from __future__ import annotations
@@ -74,14 +74,14 @@ class Standings:
         return {} if board is None else board.standings
 
     def current(self, monitors: Mapping[str, Monitor]) -> bool:
-        """True when every board's standings are those of its evaluated state now: no round
-        in progress and none due."""
+        """True when every board's standings are those of its state now: no round in
+        progress and none due."""
         return all(self.current_on(name, mon) for name, mon in monitors.items())
 
     def current_on(self, benchmark: str, monitor: Monitor) -> bool:
-        """True when the standings of ``benchmark`` are those of its evaluated state now."""
+        """True when the standings of ``benchmark`` are those of its state now."""
         board = self._boards.get(benchmark)
-        if monitor.dirty or (board is not None and board.queue is not None):
+        if board is not None and board.queue is not None:
             return False
         table = monitor.table(benchmark)
         return table is None or (board is not None and board.version == table.version)
@@ -126,8 +126,6 @@ class Standings:
                 self._start = names.index(name)
                 break
             mon = monitors[name]
-            if mon.dirty:
-                continue  # its standings follow the evaluated state, as every other face
             board = self._boards.setdefault(name, _Board())
             if board.queue is None and not self._begin(name, mon, board):
                 continue

@@ -252,7 +252,7 @@ class MonitorCollector(Collector):
                               "Items the board's other models have that the model has not "
                               "done.", labels=("benchmark", "model")),
             GaugeMetricFamily("llm_monitor_model_settled_items",
-                              "The model's items at the evaluation where its plan first said "
+                              "The model's items at the first reading of its plan that said "
                               "stop; absent while it says continue.",
                               labels=("benchmark", "model")),
         ]

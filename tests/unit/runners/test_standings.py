@@ -165,7 +165,7 @@ def test_a_round_keeps_to_its_share_of_the_time() -> None:
 
 
 def settled_round(svc: EmbeddedService, timeout: float = 30.0) -> None:
-    """Refresh until the standings are those of the evaluated state (the rounds keep to their
+    """Refresh until the standings are those of the state now (the rounds keep to their
     share of the time on the service's real clock)."""
     deadline = time.monotonic() + timeout
     while not svc.host.standings.current(svc.host.monitors):
