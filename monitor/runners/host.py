@@ -281,8 +281,11 @@ class MonitorHost:
         changed, for a runner that keeps them across restarts. Call it on the runner's timer,
         after :meth:`evaluate_if_due`."""
         with self.lock:
-            return self.standings.refresh(self.monitors, budget=self.standings.share
-                                          * self.tick_seconds)
+            changes = self.standings.refresh(self.monitors, budget=self.standings.share
+                                             * self.tick_seconds)
+            for failure in self.standings.take_failures():
+                self._log(f"llm-monitor: a standing was not read: {failure}")
+            return changes
 
     # -- metrics ---------------------------------------------------------------------------
     def observe(self, counts: Mapping[str, int] | None = None, changes: Sequence[Change] = (),

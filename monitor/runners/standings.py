@@ -67,6 +67,7 @@ class Standings:
         self._not_before = -float("inf")
         self._start = 0  # the board the next call begins with (none is starved)
         self.plans = 0  # plans computed so far (a measure of the cost)
+        self._failures: list[str] = []
 
     def of(self, benchmark: str) -> Mapping[str, Standing]:
         """The standings of ``benchmark`` by model (empty before its first round)."""
@@ -83,8 +84,16 @@ class Standings:
         board = self._boards.get(benchmark)
         if board is not None and board.queue is not None:
             return False
+        if benchmark not in monitor.benchmarks():
+            return True
         table = monitor.table(benchmark)
         return table is None or (board is not None and board.version == table.version)
+
+    def take_failures(self) -> list[str]:
+        """The plans that could not be read since the last call (each model is left without a
+        standing until its next reading), for the runner's log."""
+        out, self._failures = self._failures, []
+        return out
 
     def records(self) -> list[tuple[str, str, SettledAt]]:
         """Every settle record, as :meth:`restore` takes them."""
@@ -132,7 +141,12 @@ class Standings:
             assert board.queue is not None
             while board.queue and not (read and self._clock() - start >= budget):
                 model = board.queue.popleft()
-                changes.extend(self._read(name, mon, board, model))
+                try:
+                    changes.extend(self._read(name, mon, board, model))
+                except Exception as exc:  # a face's figure must not stop the runner's loop
+                    board.standings.pop(model, None)
+                    self._failures.append(f"{name!r}, model {model!r}: "
+                                          f"{type(exc).__name__}: {str(exc)[:200]}")
                 read += 1
             if not board.queue:
                 changes.extend(self._finish(name, board))
@@ -143,6 +157,8 @@ class Standings:
         return changes
 
     def _begin(self, name: str, mon: Monitor, board: _Board) -> bool:
+        if name not in mon.benchmarks():  # a monitor created ahead of its first result
+            return False
         table = mon.table(name)
         if table is None or table.version == board.version:
             return False

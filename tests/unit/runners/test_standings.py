@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -203,3 +204,26 @@ def test_restored_records_hold_while_settled(tmp_path: Path) -> None:
     assert x["standing"]["items_done"] == n + 100
     assert x["standing"]["text"].startswith(f"settled at item {n:,} of 1,000 (")
     svc.close()
+
+
+def test_a_plan_that_fails_leaves_its_model_out_and_the_loop_going() -> None:
+    lines: list[str] = []
+    h = MonitorHost(CoreConfig(), eval_interval=0.0, registry=CollectorRegistry(),
+                    log=lines.append, clock=Frozen())
+    h.monitor("empty")  # a monitor created ahead of its first result: nothing to read
+    plan = Monitor.plan
+
+    def failing(self: Monitor, benchmark: str, model: str, **kw: object) -> object:
+        if model == "r2":
+            raise RuntimeError("no plan today")
+        return plan(self, benchmark, model, **kw)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Monitor, "plan", failing)
+        step(h, references())
+    assert set(h.standings.of("b")) == {"r1", "r3"}
+    assert lines == ["llm-monitor: a standing was not read: 'b', model 'r2': "
+                     "RuntimeError: no plan today"]
+    assert h.standings.current(h.monitors)  # the round ended; the next change reads r2 again
+    step(h, [ItemResult(benchmark="b", item_id="q0", model="x", score=1.0)])
+    assert set(h.standings.of("b")) == {"r1", "r2", "r3", "x"}
