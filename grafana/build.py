@@ -144,6 +144,29 @@ def _ranking_table() -> table.Panel:
             .sort_by([cb.TableSortByFieldState().display_name("rank")]))
 
 
+def _until_resolved_table() -> table.Panel:
+    """Every model of the benchmark (at the top the monitor reads): its stop signal, one row
+    per model."""
+    queries = [_target(f"llm_monitor_model_{name}{{{_BENCH}}}", name, instant=True)
+               .format(pm.PromQueryFormat.TABLE)
+               for name in ("settled", "items", "items_remaining")]
+    panel = _common(table.Panel(), "Evaluate until resolved",
+                    "Per model: settled (1: its plan says stop — every pair with the other "
+                    "models decided, or not expected to be by the items left), the items it "
+                    "has done and the items the other models have that it has not. The web "
+                    "board shows where each settled (settled at item n of N).",
+                    queries, width=12, height=12, unit="short", thresholds=())
+    names = {"Value #A": "settled", "Value #B": "items done", "Value #C": "items left"}
+    return (panel
+            .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+            .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+                "excludeByName": {"Time": True, "__name__": True, "benchmark": True,
+                                  "instance": True, "job": True},
+                "renameByName": names,
+                "indexByName": {"model": 0, "Value #A": 1, "Value #B": 2, "Value #C": 3}}))
+            .sort_by([cb.TableSortByFieldState().display_name("items left").desc(True)]))
+
+
 # An idle monitor's counters stand still, and a share or a quantile of no events is 0/0 = NaN,
 # which Grafana draws as "NaN". The share divides only by a positive rate and reads 0 while the
 # monitor is scraped and idle (no event, none rejected); the quantile is kept only while
@@ -238,6 +261,7 @@ def _panels() -> list[stat.Panel | timeseries.Panel | statetimeline.Panel | tabl
                     "GET /v1/benchmarks/<benchmark>/contamination lists them.",
                     [_target(f"llm_monitor_excluded_items{{{_BENCH}}}", "{{benchmark}}")],
                     width=12),
+        _until_resolved_table(),
     ]
 
 

@@ -16,7 +16,7 @@ import html
 import io
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,8 @@ from monitor.stats.shortcut import shortcut_size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from monitor.core.standing import Standing
 
 FloatArray = NDArray[np.float64]
 
@@ -407,10 +409,12 @@ def _verdict_cell(p: dict[str, Any]) -> str:
 
 
 def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | None = None,
-                command: str | None = None, note: str | None = None) -> str:
+                command: str | None = None, note: str | None = None,
+                standings: Mapping[str, Standing] | None = None) -> str:
     """The page of ``report`` (with its decisions) on ``table``: every section of
     :data:`SECTIONS`, every model and every pair of the family, no external reference.
-    ``note``: a line of the summary (as text) on where the table came from."""
+    ``note``: a line of the summary (as text) on where the table came from. ``standings``
+    (the live monitor's, by model): each model's stop signal, a column of the ranking."""
     from monitor.offline.report import headline, order_text
 
     if report.anytime is None:
@@ -467,22 +471,37 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
       "separates.</li>")
     if note:
         w(f"<li>{_esc(note)}</li>")
+    if standings is not None:
+        settled = sum(1 for st in standings.values() if st.settled)
+        w(f'<li data-settled="{settled}">evaluate until resolved: {settled} of '
+          f"{len(standings)} models settled (their plan says stop: every pair with the other "
+          "models decided, or not expected to be by the items left); the others show what is "
+          "still open.</li>")
     if command:
         w(f"<li class=\"small\">made by <code>{_esc(command)}</code></li>")
     w("</ul></section>")
 
     # ranking
     w('<section id="ranking"><h2>Ranking</h2>')
+    stop_head = ('<th class="name" title="the model\'s stop signal (docs/until-resolved.md)">'
+                 "until resolved</th>") if standings is not None else ""
     w('<table><thead><tr><th>#</th><th class="name">model</th><th>mean</th><th>items</th>'
-      "<th>rank set</th><th>tier</th><th>interval¹</th></tr></thead><tbody>")
+      f"<th>rank set</th><th>tier</th><th>interval¹</th>{stop_head}</tr></thead><tbody>")
     for e in report.ranking:
         lo_hi = ci.get(e.model)
         odd = ' class="tier-odd"' if (e.tier or 0) % 2 == 1 else ""
+        stop = ""
+        if standings is not None:
+            st = standings.get(e.model)
+            stop = ('<td class="name standing">–</td>' if st is None else
+                    f'<td class="name standing{" ok" if st.settled else ""}" '
+                    f'data-settled="{int(st.settled)}" title="{_esc(st.reason)}">'
+                    f"{_esc(st.text())}</td>")
         w(f"<tr{odd} data-model=\"{_esc(e.model)}\"><td>{e.rank}</td><td class=\"name\">{_esc(e.model)}</td>"
           f"<td>{e.mean:.4f}</td><td>{e.n:,}</td>"
           f"<td class=\"rankset\">{'–' if e.rank_low is None else f'[{e.rank_low}, {e.rank_high}]'}</td>"
           f"<td class=\"tier\">{_num(e.tier, 'd')}</td>"
-          f"<td>{'–' if lo_hi is None else f'[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]'}</td></tr>")
+          f"<td>{'–' if lo_hi is None else f'[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]'}</td>{stop}</tr>")
     w("</tbody></table>")
     cov = "iid" if table.groups is None else (
         "cluster-robust" if (table.group_kind or "cluster") == "cluster" else "stratified")
@@ -490,7 +509,11 @@ def render_html(report: ResolutionReport, table: ScoreTable, *, title: str | Non
       "a group of the ranking no decision separates. A model decided above another is ranked "
       "above it, whatever the means. ¹ interval: mean ± z<sub>1−α/2</sub>·se "
       f"({1 - rep['alpha']:.0%}), se from the {cov} covariance of the means on the items every "
-      "model has: a fixed-N figure, for one look.</p>")
+      "model has: a fixed-N figure, for one look."
+      + (" Until resolved: the model's stop signal for the whole board; settled at item n: "
+         "its items at the first reading of its plan that said stop, and the share of the "
+         "board's items it has not evaluated; – for a model below the top the monitor reads."
+         if standings is not None else "") + "</p>")
     w(f"<figure>{_ranking_plot(report, ci)}</figure></section>")
 
     # gaps: the verdicts

@@ -315,8 +315,9 @@ BackgroundTask = Callable[[EmbeddedService, asyncio.Event], Coroutine[Any, Any, 
 
 
 async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
-    """Evaluate results that arrived within the cadence once no further request comes, and
-    store a snapshot when one is due (between requests, so it covers only committed results)."""
+    """Evaluate results that arrived within the cadence once no further request comes, bring
+    the models' standings up to date, and store a snapshot when one is due (between requests,
+    so it covers only committed results)."""
     interval = service.host.tick_seconds
     while not stop.is_set():
         await asyncio.sleep(interval)
@@ -326,6 +327,11 @@ async def _evaluator(service: EmbeddedService, stop: asyncio.Event) -> None:
             print(f"llm-monitor: evaluation not stored: {type(exc).__name__}: {exc}",
                   file=sys.stderr, flush=True)
             continue
+        try:
+            await asyncio.to_thread(service.refresh_standings)
+        except Exception as exc:  # a settle record not kept: a restart takes it again
+            print(f"llm-monitor: standings not stored: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
         await asyncio.to_thread(_snapshot, service)
         await asyncio.to_thread(service.collect_garbage)
 

@@ -278,6 +278,9 @@ class EmbeddedService:
         if missing:
             self.store.commit(results=(), changes=missing)
         self._measure()
+        # The item each settled model settled at, as taken when it happened (the replay above
+        # folded the results after the snapshots in one go).
+        self.host.standings.restore(self.store.settled())
         held = self.host.counters()["accepted"]
         if held:
             self._log(f"llm-monitor: restored {held} results from {self.settings.db}: "
@@ -585,6 +588,14 @@ class EmbeddedService:
                 self.host.observe(changes=changes)
         return len(changes)
 
+    def refresh_standings(self) -> int:
+        """Bring the models' standings up to the state (within the host's share of
+        the time) and keep the settle records that changed; how many changed."""
+        with self.host.lock:
+            changes = self.host.refresh_standings()
+            self.store.write_settled(changes)
+        return len(changes)
+
     # -- snapshots -------------------------------------------------------------------------
     @property
     def snapshots_on(self) -> bool:
@@ -678,7 +689,21 @@ class EmbeddedService:
         return mon
 
     def ranking(self, benchmark: str) -> dict[str, Any]:
-        return self._monitor(benchmark).ranking(benchmark).to_json()
+        """The ranking route: :meth:`monitor.core.Monitor.ranking` as JSON, with each model's
+        ``standing`` (its stop signal, :class:`monitor.core.standing.Standing`; None for a
+        model below the top the standings cover, or before its first reading), and
+        ``standings``: whether they follow the state now (``current``) and how many
+        models from the top they cover (``models``)."""
+        mon = self._monitor(benchmark)
+        out = mon.ranking(benchmark).to_json()
+        book = self.host.standings
+        standings = book.of(benchmark)
+        out["models"] = [{**m, "standing": (standings[m["model"]].to_json()
+                                            if m["model"] in standings else None)}
+                         for m in out["models"]]
+        # Whether they follow the state now (a round over a large board takes a while).
+        out["standings"] = {"current": book.current_on(benchmark, mon), "models": book.limit}
+        return out
 
     def stability(self, benchmark: str) -> dict[str, Any]:
         return stability_figures(self._monitor(benchmark), benchmark)

@@ -172,6 +172,7 @@ def build_app(settings: Settings, *, io: WorkerIO | None = None,
         if out.changes:
             await emit(out)
             await store()
+        host.refresh_standings()  # the models' stop signals (in memory, as in kafka_worker)
 
     @app.task
     async def announce() -> None:

@@ -34,6 +34,7 @@ from monitor.contracts import (
 from monitor.core import ApplyResult, CoreConfig, Monitor
 from monitor.core.monitor import RankingKey, ranking_key
 from monitor.decoder import Result, Results
+from monitor.runners.standings import RecordChange, Standings
 from monitor.sinks.prometheus import Metrics, MonitorsCollector
 
 #: The garbage left by batches is collected at most this often (seconds).
@@ -129,7 +130,8 @@ class MonitorHost:
     registry
         Where the metrics are created (a fresh one when omitted).
     log, clock
-        Where dead letters are logged (stderr) and the monotonic clock of the cadence.
+        Where dead letters are logged (stderr) and the monotonic clock of the cadence (and of
+        the standings' share of the time).
 
     ``lock`` guards the monitors: the host takes it itself; a runner whose transport calls
     in from several threads (a rebalance listener, a metrics server) holds it around
@@ -148,8 +150,11 @@ class MonitorHost:
         self.lock = threading.RLock()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = Metrics(self.registry)
+        # Each model's stop signal at the top of each board (as many models as get per-model
+        # series), refreshed after evaluations: the board, the live report and /metrics read it.
+        self.standings = Standings(config.pair_series_limit + 1, clock=clock)
         self.registry.register(MonitorsCollector(lambda: self.monitors.values(), config,
-                                                 self.lock))
+                                                 self.lock, standings=self.standings.of))
         self._log = log if log is not None else _stderr
         self._clock = clock
         self._last_eval = clock()
@@ -173,6 +178,7 @@ class MonitorHost:
         """Install a restored monitor (e.g. from a snapshot) for ``benchmark``."""
         with self.lock:
             self.monitors[benchmark] = monitor
+            self.standings.replaced(benchmark)
 
     def drop(self, benchmarks: Iterable[str] | None = None) -> None:
         """Forget ``benchmarks`` (all when omitted); their metrics series go with them."""
@@ -180,8 +186,10 @@ class MonitorHost:
             if benchmarks is None:
                 self.monitors = {}
             else:
+                benchmarks = list(benchmarks)
                 for name in benchmarks:
                     self.monitors.pop(name, None)
+            self.standings.drop(benchmarks)
 
     def counters(self, benchmarks: Iterable[str] | None = None) -> dict[str, int]:
         """Totals of accepted, duplicate and conflict results over the monitors."""
@@ -265,6 +273,18 @@ class MonitorHost:
             for mon in list(self.monitors.values()):
                 if mon.dirty:
                     changes.extend(mon.evaluate())
+            return changes
+
+    def refresh_standings(self) -> list[RecordChange]:
+        """Bring the models' standings up to the state, within a share of the time
+        (:class:`~monitor.runners.standings.Standings`); returns the settle records that
+        changed, for a runner that keeps them across restarts. Call it on the runner's timer,
+        after :meth:`evaluate_if_due`."""
+        with self.lock:
+            changes = self.standings.refresh(self.monitors, budget=self.standings.share
+                                             * self.tick_seconds)
+            for failure in self.standings.take_failures():
+                self._log(f"llm-monitor: a standing was not read: {failure}")
             return changes
 
     # -- metrics ---------------------------------------------------------------------------

@@ -100,6 +100,9 @@ class KafkaWorker:
                 out = self.core.step(records)
             else:  # the stream paused: evaluate what arrived within the last interval
                 out = StepOutput(changes=self.host.evaluate_if_due())
+        # The models' stop signals follow the state (kept in memory: after a
+        # restart, a settled model's item is taken again at the first reading).
+        self.host.refresh_standings()
         if time.monotonic() - self._last_gc >= GC_SECONDS:
             self._last_gc = time.monotonic()
             collect_frozen()

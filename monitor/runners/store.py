@@ -13,8 +13,10 @@ an earlier version cannot read the compressed rows.
 A snapshot row holds one benchmark's monitor state as of a results row (its watermark): a
 restart loads it and replays only the rows after the watermark. Snapshots are written in their
 own transaction, only of state whose results are already committed, and only the latest one
-per benchmark is kept. The table (and an index of the change log) came after schema 1 without
-changing it: an older database gets them on open, and an older program ignores them.
+per benchmark is kept. A settled row holds the item at which a model's plan first said stop
+(:mod:`monitor.runners.standings`): a restart keeps it rather than taking the moment again
+after replaying in one batch. These tables (and an index of the change log) came after schema
+1 without changing it: an older database gets them on open, and an older program ignores them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from pydantic import TypeAdapter
 
 from monitor.contracts import DeadLetter, ItemResult
 from monitor.core.monitor import RankingKey, ranking_key
+from monitor.core.standing import SettledAt
 from monitor.decoder import Result, as_item, fast_results, is_wire
 from monitor.sinks.prometheus import change_kind
 
@@ -65,6 +69,13 @@ CREATE TABLE IF NOT EXISTS snapshots (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS changes_by_kind ON changes (kind, benchmark, id);
+CREATE TABLE IF NOT EXISTS settled (
+    benchmark TEXT NOT NULL,
+    model TEXT NOT NULL,
+    items INTEGER NOT NULL,
+    ts TEXT NOT NULL,
+    PRIMARY KEY (benchmark, model)
+);
 """
 
 
@@ -267,6 +278,33 @@ class SqliteStore:
             raise
 
     # -- reading ---------------------------------------------------------------------------
+    def write_settled(self, changes: Sequence[tuple[str, str, SettledAt | None]]) -> None:
+        """Keep the settle records that changed (None: dropped), in one transaction."""
+        if not changes:
+            return
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for bench, model, rec in changes:
+                if rec is None:
+                    db.execute("DELETE FROM settled WHERE benchmark = ? AND model = ?",
+                               (bench, model))
+                else:
+                    db.execute("INSERT INTO settled VALUES (?, ?, ?, ?) ON CONFLICT"
+                               " (benchmark, model) DO UPDATE SET items = excluded.items,"
+                               " ts = excluded.ts",
+                               (bench, model, rec.items, rec.ts.isoformat()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def settled(self) -> list[tuple[str, str, SettledAt]]:
+        """Every kept settle record (benchmark, model, record)."""
+        return [(b, m, SettledAt(int(n), datetime.fromisoformat(ts)))
+                for b, m, n, ts in self._db.execute(
+                    "SELECT benchmark, model, items, ts FROM settled ORDER BY benchmark, model")]
+
     def n_results(self) -> int:
         return int(self._db.execute("SELECT coalesce(sum(n), 0) FROM results").fetchone()[0])
 

@@ -8,8 +8,8 @@ every data request it makes (the routes of :mod:`monitor.runners.embedded`). It 
 routes and redraws without reloading.
 
 The report route reads the monitor's own verdicts — its decisions, ranking order, rank sets
-and tiers, the ones ``/ranking``, ``/metrics`` and the board show — with a copy of the scores
-that enter them (items in order of first arrival), both taken together under the state lock,
+and tiers, and each model's stop signal, the ones ``/ranking``, ``/metrics`` and the board
+show — with a copy of the scores that enter them (items in order of first arrival), both taken together under the state lock,
 and renders them with the CLI's code (:func:`monitor.offline.report.build_report` for the
 fixed-N figures, :func:`monitor.offline.html.render_html`) in a worker thread, so that ingest
 goes on. No verdict is taken again by replaying the table.
@@ -18,8 +18,9 @@ goes on. No verdict is taken again by replaying the table.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from aiohttp import web
 from numpy.typing import NDArray
 
 from monitor.core import CoreConfig, Monitor
+from monitor.core.standing import Standing
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
 from monitor.stats.figures import GroupKind, PairFigures, pair_figures
@@ -167,15 +169,17 @@ def live_report(table: ScoreTable, decisions: LiveDecisions, config: CoreConfig
     return replace(report, anytime=replay, ranking=entries, standing=decisions.standing)
 
 
-def live_report_html(table: ScoreTable, decisions: LiveDecisions, config: CoreConfig) -> str:
+def live_report_html(table: ScoreTable, decisions: LiveDecisions, config: CoreConfig, *,
+                     standings: Mapping[str, Standing] | None = None) -> str:
     """The HTML report of the live state: what ``llm-monitor report FILE --html`` writes,
-    with the monitor's decisions as the verdicts."""
+    with the monitor's decisions as the verdicts and, given ``standings``, each model's stop
+    signal as the board shows it."""
     from monitor.offline.html import render_html
 
     return render_html(live_report(table, decisions, config), table,
                        title=f"{table.benchmark}: live state",
                        command=f"GET /v1/benchmarks/{table.benchmark}/report.html",
-                       note=live_note(table.benchmark))
+                       note=live_note(table.benchmark), standings=standings)
 
 
 def live_note(benchmark: str | None) -> str:
@@ -185,12 +189,15 @@ def live_note(benchmark: str | None) -> str:
             "the e-value paths are drawn along the items in order of their first arrival.")
 
 
-def _live_state(monitor: Monitor, benchmark: str) -> tuple[ScoreTable, LiveDecisions | None]:
-    """The live table and the monitor's decisions, read together (with the state lock held)."""
+def _live_state(monitor: Monitor, benchmark: str,
+                standings: Callable[[str], Mapping[str, Standing]]
+                ) -> tuple[ScoreTable, LiveDecisions | None, dict[str, Standing]]:
+    """The live table, the monitor's decisions and the models' standings, read together (with
+    the state lock held)."""
     table = live_table(monitor, benchmark)
     if len(table.models) < 2:
-        return table, None
-    return table, live_decisions(monitor, benchmark)
+        return table, None, {}
+    return table, live_decisions(monitor, benchmark), dict(standings(benchmark))
 
 
 def add_board(app: web.Application, service: EmbeddedService) -> None:
@@ -217,13 +224,14 @@ def add_board(app: web.Application, service: EmbeddedService) -> None:
         async with renders:  # the state copied once its turn comes: the latest
             # A consistent copy, taken in a thread with the state lock held (as every read): a
             # batch being applied holds the lock, and the loop must keep serving meanwhile.
-            table, decisions = await asyncio.to_thread(service.locked, _live_state, mon,
-                                                       bench)
+            table, decisions, standings = await asyncio.to_thread(
+                service.locked, _live_state, mon, bench, service.host.standings.of)
             if decisions is None:
                 return _error(409, "too-few-models", "a report needs at least two models")
             try:
                 text = await asyncio.get_running_loop().run_in_executor(
-                    None, live_report_html, table, decisions, mon.config)
+                    None, functools.partial(live_report_html, table, decisions, mon.config,
+                                            standings=standings))
             except InputError as err:  # e.g. two models that share no item yet
                 return _error(409, "cannot-report", str(err))
         return web.Response(text=text, content_type="text/html", charset="utf-8",

@@ -7,7 +7,8 @@ Three parts, all created against an injected ``CollectorRegistry``:
   :meth:`Metrics.observe` is the one way they are counted (the runner host calls it).
 - :class:`MonitorCollector` produces the per-pair and per-ranking gauges at scrape time from
   the monitor's current state, so a pair that stops being adjacent (or a benchmark that is
-  gone) leaves no stale series behind.
+  gone) leaves no stale series behind; and the per-model stop signal from the standings the
+  runner host keeps (:mod:`monitor.runners.standings`), read as they are.
 - :class:`MonitorsCollector` merges those gauges over the per-benchmark monitors of a runner.
 
 All values are in base units (items, score differences, seconds).
@@ -26,6 +27,10 @@ from prometheus_client.registry import Collector
 from monitor.contracts import RankingChange, ResolutionChange
 from monitor.core import CoreConfig, Monitor
 from monitor.core.records import StabilityCounts
+from monitor.core.standing import Standing
+
+#: The standings of a benchmark by model (:meth:`monitor.runners.standings.Standings.of`).
+StandingsOf = Callable[[str], Mapping[str, Standing]]
 
 #: Every metric name the monitor exports (the exposition names).
 METRIC_NAMES = (
@@ -50,6 +55,10 @@ METRIC_NAMES = (
     "llm_monitor_model_mean",
     "llm_monitor_model_rank",
     "llm_monitor_ranking_e_threshold",
+    "llm_monitor_model_settled",
+    "llm_monitor_model_items",
+    "llm_monitor_model_items_remaining",
+    "llm_monitor_model_settled_items",
 )
 
 CHANGE_KINDS = ("resolution", "ranking")
@@ -153,10 +162,14 @@ class MonitorCollector(Collector):
     ``model_b``) unless the monitor's ``per_pair_series`` is ``"all"`` or ``which`` says so,
     at most ``pair_series_limit`` of them from the top of the ranking; per-model series the
     top ``pair_series_limit + 1`` models (a 4,500-model board exports 1,001: 4 gauges each).
+    The stop-signal gauges (``llm_monitor_model_settled`` …) come from ``standings``, which
+    hold the same top models; without it they have no series.
     """
 
-    def __init__(self, monitor: Monitor, *, which: str | None = None) -> None:
+    def __init__(self, monitor: Monitor, *, which: str | None = None,
+                 standings: StandingsOf | None = None) -> None:
         self.monitor = monitor
+        self.standings = standings
         self.which = which or monitor.config.per_pair_series
         if self.which not in ("adjacent", "all"):
             raise ValueError(f"`which` must be 'adjacent' or 'all', got {self.which!r}")
@@ -227,14 +240,36 @@ class MonitorCollector(Collector):
             GaugeMetricFamily("llm_monitor_excluded_items",
                               "Items excluded from resolution by their flags (e.g. leak-suspect).",
                               labels=("benchmark",)),
+            GaugeMetricFamily("llm_monitor_model_settled",
+                              "1 when the model's plan says stop (its pairs with every other "
+                              "model are settled, or the items left are not expected to decide "
+                              "the open ones, or none is left), else 0.",
+                              labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_items",
+                              "Items the model has done (that enter the verdicts).",
+                              labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_items_remaining",
+                              "Items the board's other models have that the model has not "
+                              "done.", labels=("benchmark", "model")),
+            GaugeMetricFamily("llm_monitor_model_settled_items",
+                              "The model's items at the first reading of its plan that said "
+                              "stop; absent while it says continue.",
+                              labels=("benchmark", "model")),
         ]
 
     def collect(self) -> Iterator[Metric]:
         (items, delta, e_value, ratio, resolved, threshold, rk_resolved, rk_unresolved,
          rk_tiers, rk_top, rank_low, rank_high, model_mean, model_rank, rk_threshold, flip_rate,
-         flip_pairs, excluded) = self._families()
+         flip_pairs, excluded, settled, model_items, remaining, settled_items) = self._families()
         for bench in self.monitor.benchmarks():
             excluded.add_metric([bench], float(len(self.monitor.excluded(bench))))
+            for model, s in (self.standings(bench) if self.standings else {}).items():
+                labels = [bench, model]
+                settled.add_metric(labels, 1.0 if s.settled else 0.0)
+                model_items.add_metric(labels, float(s.items_done))
+                remaining.add_metric(labels, float(s.items_remaining))
+                if s.settled_at is not None:
+                    settled_items.add_metric(labels, float(s.settled_at.items))
             for model, kinds in self.monitor.stability(bench).items():
                 pooled = StabilityCounts.pooled(list(kinds.values()))
                 for kind, c in (*kinds.items(), ("all", pooled)):
@@ -280,7 +315,8 @@ class MonitorCollector(Collector):
                 threshold.add_metric(labels, 1.0 / fig.e_alpha)
         yield from (items, delta, e_value, ratio, resolved, threshold, rk_resolved,
                     rk_unresolved, rk_tiers, rk_top, rank_low, rank_high, model_mean,
-                    model_rank, rk_threshold, flip_rate, flip_pairs, excluded)
+                    model_rank, rk_threshold, flip_rate, flip_pairs, excluded, settled,
+                    model_items, remaining, settled_items)
 
 
 class MonitorsCollector(Collector):
@@ -291,10 +327,11 @@ class MonitorsCollector(Collector):
     """
 
     def __init__(self, monitors: Callable[[], Iterable[Monitor]], config: CoreConfig,
-                 lock: threading.RLock) -> None:
+                 lock: threading.RLock, *, standings: StandingsOf | None = None) -> None:
         self.monitors = monitors
         self.config = config
         self.lock = lock
+        self.standings = standings
 
     def describe(self) -> Iterable[Metric]:
         return list(MonitorCollector(Monitor(self.config)).describe())
@@ -303,7 +340,7 @@ class MonitorsCollector(Collector):
         merged: dict[str, Metric] = {}
         with self.lock:
             for mon in list(self.monitors()):
-                for fam in MonitorCollector(mon).collect():
+                for fam in MonitorCollector(mon, standings=self.standings).collect():
                     have = merged.get(fam.name)
                     if have is None:
                         merged[fam.name] = fam

@@ -42,7 +42,7 @@ def test_prometheus_config_and_rules_are_valid() -> None:
     out = _ok(_run(promtool, "check", "config", PROM_CONFIG))
     assert "1 rule files found" in out, out  # the rule glob really picks up our file
     out = _ok(_run(promtool, "check", "rules", RULES))
-    assert "SUCCESS: 10 rules found" in out, out
+    assert "SUCCESS: 11 rules found" in out, out
 
 
 def test_every_alert_has_severity_summary_description_and_a_unit_test() -> None:
@@ -80,6 +80,16 @@ def test_rule_unit_tests_pass() -> None:
      "LLMMonitorStalled"),
     ("up{job=\"llm-monitor\"} == 0\n        for: 2m", "up{job=\"llm-monitor\"} == 0\n        for: 0m",
      "LLMMonitorDown"),
+    # "settled, still evaluated": without any one of its conditions it pages an evaluator that
+    # stopped on the signal, one that has done every item, or a model still open
+    ("changes(llm_monitor_model_items[5m]) > 0\n        for: 10m",
+     "changes(llm_monitor_model_items[5m]) >= 0\n        for: 10m", "LLMMonitorModelSettled"),
+    ("llm_monitor_model_items_remaining > 0", "llm_monitor_model_items_remaining >= 0",
+     "LLMMonitorModelSettled"),
+    ("llm_monitor_model_settled == 1", "llm_monitor_model_settled >= 0",
+     "LLMMonitorModelSettled"),
+    ("changes(llm_monitor_model_items[5m]) > 0\n        for: 10m",
+     "changes(llm_monitor_model_items[5m]) > 0\n        for: 0m", "LLMMonitorModelSettled"),
 ])
 def test_rule_unit_tests_catch_a_broken_rule(tmp_path: Path, old: str, new: str, alert: str) -> None:
     """The unit tests are not vacuous: each mutation of a rule makes them fail on that alert."""

@@ -248,8 +248,13 @@ def test_every_face_of_one_mmlu_pro_replay_says_the_same(shared_data: Path,
             time.sleep(1.0)
         else:
             pytest.fail(f"the demo's replay did not finish:\n{screen}")
-        route = json.loads(_get(port, f"/v1/benchmarks/{BENCH}/ranking"))
-        # The replay is done: the board stands still, and the screen shows its last state.
+        # The replay is done: once the models' standings have caught up with it (each is
+        # read within a share of the time), the board stands still, and the screen shows its
+        # last state.
+        while not (route := json.loads(_get(port, f"/v1/benchmarks/{BENCH}/ranking"))
+                   )["standings"]["current"]:
+            assert time.monotonic() < deadline, "the standings did not catch up"
+            time.sleep(0.5)
         time.sleep(1.5)
         screen = _tmux("capture-pane", "-p", "-t", session)
         assert json.loads(_get(port, f"/v1/benchmarks/{BENCH}/ranking")) == route

@@ -3,7 +3,9 @@
 ``llm-monitor run`` is scraped every second by ``/usr/bin/prometheus`` with the repository's
 rule file; alerts go to ``/usr/bin/prometheus-alertmanager`` configured from the repository's
 routing tree, whose webhooks point at a small aiohttp server in this test. Results are
-posted so that one pair (and with it the ranking) goes from unresolved to resolved.
+posted so that one pair (and with it the ranking) goes from unresolved to resolved, and so
+that a model evaluated until its plan says stop meets the "settled, still evaluated" alert's
+expression (the rule loaded and pending) until it has done every item.
 """
 
 from __future__ import annotations
@@ -544,3 +546,87 @@ def test_idle_panels_show_numbers_or_no_data_never_nan(stack: dict[str, Any]) ->
     assert [float(r["value"][1]) for r in results["Dead-letter fraction"]] == [0.0]
     assert results["Processing lag p99"] == []
     assert [float(r["value"][1]) for r in results["Accepted results per second"]] == [0.0]
+
+
+# Evaluate until resolved: three reference models on every item, a new one evaluated on the
+# plan's items until the plan says stop, then on beyond it.
+SETTLE_BENCH = "until resolved"
+SETTLE_N = 600
+REFERENCE_MODELS = {"strong": 0.9, "mid": 0.6, "weak": 0.3}
+
+
+def _settle_scores(seed: int, p: float) -> list[int]:
+    import numpy as np
+
+    return (np.random.default_rng(seed).random(SETTLE_N) < p).astype(int).tolist()
+
+
+def _rule_expr(alert: str) -> str:
+    rules = yaml.safe_load(RULES.read_text())
+    (expr,) = [r["expr"] for g in rules["groups"] for r in g["rules"] if r["alert"] == alert]
+    return str(expr)
+
+
+def test_a_settled_model_still_evaluated_meets_the_alert_expression(stack: dict[str, Any]
+                                                                    ) -> None:
+    mon, prom, logs = stack["monitor"], stack["prom"], stack["logs"]
+    bench = urllib.parse.quote(SETTLE_BENCH, safe="")
+    status, body = _http("POST", f"{mon}/v1/results", [
+        {"benchmark": SETTLE_BENCH, "item_id": f"q{i}", "model": m, "score": s}
+        for j, (m, p) in enumerate(REFERENCE_MODELS.items())
+        for i, s in enumerate(_settle_scores(j, p))])
+    assert status == 202, body
+    new = _settle_scores(7, 0.75)
+
+    def post(items: list[str]) -> None:
+        status, body = _http("POST", f"{mon}/v1/results", [
+            {"benchmark": SETTLE_BENCH, "item_id": i, "model": "new", "score": new[int(i[1:])]}
+            for i in items])
+        assert status == 202 and body["accepted"] == len(items), body
+
+    def plan() -> dict[str, Any]:
+        status, body = _http("GET", f"{mon}/v1/benchmarks/{bench}/models/new/plan?count=100")
+        assert status == 200, body
+        return dict(body)
+
+    settled = f'llm_monitor_model_settled{{benchmark="{SETTLE_BENCH}"}}'
+    expr = _rule_expr("LLMMonitorModelSettled")
+
+    def alerting() -> dict[str, float]:
+        return {r["metric"]["model"]: float(r["value"][1])
+                for r in _query(prom, expr)["result"]
+                if r["metric"].get("benchmark") == SETTLE_BENCH}
+
+    posted = list(plan()["next_items"])
+    post(posted)
+    _wait("the new model open in Prometheus", lambda: {
+        r["metric"]["model"]: r["value"][1] for r in _query(prom, settled)["result"]
+    }.get("new") == "0", 20, logs)
+    assert alerting() == {}  # open: nothing to stop
+    while (p := plan())["action"] == "continue":
+        post(p["next_items"])
+        posted += p["next_items"]
+    n = p["items_done"]
+    assert 0 < n < SETTLE_N, p
+    # Settled, items left, and its results arrived within 5 minutes: the expression holds
+    # for the new model only (the references have done every item), with the items left.
+    _wait("the alert expression to hold for the new model",
+          lambda: alerting() == {"new": float(SETTLE_N - n)}, 20, logs)
+    items = _query(prom, f'llm_monitor_model_settled_items{{benchmark="{SETTLE_BENCH}"}}')
+    assert {r["metric"]["model"]: float(r["value"][1]) for r in items["result"]}["new"] == n
+    # The rule itself is loaded and pending (it fires after 10 minutes of this).
+    _wait("the rule pending", lambda: [
+        a for a in _http("GET", f"{prom}/api/v1/alerts")[1]["data"]["alerts"]
+        if a["labels"]["alertname"] == "LLMMonitorModelSettled"
+        and a["labels"]["model"] == "new" and a["state"] == "pending"], 20, logs)
+    # It runs on: the value follows the items left, and once every item is done there is
+    # nothing left to save.
+    rest = [f"q{i}" for i in range(SETTLE_N) if f"q{i}" not in set(posted)]
+    post(rest[:len(rest) // 2])
+    _wait("the items left to shrink",
+          lambda: alerting() == {"new": float(len(rest) - len(rest) // 2)}, 20, logs)
+    post(rest[len(rest) // 2:])
+    _wait("the expression to clear", lambda: _query(
+        prom, f'llm_monitor_model_items_remaining{{benchmark="{SETTLE_BENCH}",model="new"}}'
+        " == 0")["result"], 20, logs)
+    assert alerting() == {}

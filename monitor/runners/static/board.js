@@ -78,6 +78,11 @@
     for (const [kind, n] of Object.entries(counts)) {
       if (kind !== "resolved" && kind !== "unresolved") cards.push(card("adjacent pairs " + kind, n));
     }
+    const read = rk.models.filter((m) => m.standing);
+    if (read.length) {
+      cards.push(card("models settled (stop evaluating)",
+        read.filter((m) => m.standing.settled).length + " / " + read.length));
+    }
     cards.push(card("tiers", rk.tiers), card("design", rk.design || "items"),
       card("ranking", rk.resolved ? "resolved" : "unresolved"),
       card("scores in / s (this benchmark)", state.rate === null ? "…" : state.rate.toFixed(0)));
@@ -94,11 +99,19 @@
       + "is below 0; A stays above B by its mean over all its own items, or by the decisions taken.";
   }
 
+  // A model's stop signal as the monitor words it (the same sentence as the HTML report):
+  // "settled at item n of N (x% saved)", or what is still open; – below the top it reads.
+  function standingCell(st) {
+    if (!st) return el("td", { class: "name standing", title: "not read: below the top of the ranking the monitor follows" }, "–");
+    return el("td", { class: "name standing" + (st.settled ? " settled" : ""), title: st.reason,
+      "data-settled": st.settled ? "1" : "0" }, st.text);
+  }
+
   function renderRanking(rk) {
     const rows = rk.models.map((m) => el("tr", { "data-model": m.model, class: m.tier % 2 ? "" : "tier-even" },
       el("td", {}, m.rank), el("td", { class: "name" }, m.model), el("td", {}, fmt(m.mean, 4)),
       el("td", {}, m.n.toLocaleString("en")), el("td", {}, "[" + m.rank_low + ", " + m.rank_high + "]"),
-      el("td", {}, m.tier)));
+      el("td", {}, m.tier), standingCell(m.standing)));
     $("ranking").tBodies[0].replaceChildren(...rows);
     $("ranking-note").textContent = rk.top_resolved ? "the leader is resolved above every other model"
       : "no sole leader yet";

@@ -264,7 +264,8 @@ def test_report_route_renders_one_report_at_a_time(tmp_path: Path,
     running, most = 0, 0
     lock = threading.Lock()
 
-    def slow(table: ScoreTable, decisions: object, config: CoreConfig) -> str:
+    def slow(table: ScoreTable, decisions: object, config: CoreConfig, *,
+             standings: object = None) -> str:
         nonlocal running, most
         with lock:
             running += 1

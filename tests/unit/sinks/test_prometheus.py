@@ -25,7 +25,10 @@ EXTRA = {"llm_monitor_model_flip_rate", "llm_monitor_model_flip_pairs",
          "llm_monitor_ranking_top_resolved", "llm_monitor_model_rank_low",
          "llm_monitor_model_rank_high",
          # the face: the ranking table and the threshold drawn on dashboards
-         "llm_monitor_model_mean", "llm_monitor_model_rank", "llm_monitor_ranking_e_threshold"}
+         "llm_monitor_model_mean", "llm_monitor_model_rank", "llm_monitor_ranking_e_threshold",
+         # evaluate until resolved: each model's stop signal (issue 25)
+         "llm_monitor_model_settled", "llm_monitor_model_items",
+         "llm_monitor_model_items_remaining", "llm_monitor_model_settled_items"}
 
 
 def ev(item: int, model: str, score: float) -> ItemResult:
@@ -184,3 +187,37 @@ def test_pair_resolved_is_the_ranking_routes_verdict_under_the_declared_design()
         assert [v for _, v in m["llm_monitor_pair_resolved"]] == [want]
         kinds = {labels["kind"] for labels, _ in m["llm_monitor_pair_resolution_ratio"]}
         assert kinds == {"fixed", "anytime", "cluster" if design == "clusters" else "strata"}
+
+
+def test_stop_signal_gauges_read_the_standings_as_they_are() -> None:
+    # A new model's plan says stop once its pairs are decided; the gauges carry exactly the
+    # standings they are given (the runner host's), and the item it settled at only once
+    # settled.
+    from datetime import UTC, datetime
+
+    from monitor.core.standing import SettledAt, standing
+
+    registry = CollectorRegistry()
+    mon = Monitor()
+    mon.apply([ev(i, m, float(s)) for i in range(300) for m, s in (("a", 1), ("z", 0))])
+    mon.apply([ev(i, "new", float(i % 2)) for i in range(250)])
+    plans = {m: mon.plan("b", m, count=0) for m in ("a", "new", "z")}
+    assert plans["new"].action == "stop" and plans["new"].items_done == 250, plans["new"]
+    at = SettledAt(200, datetime(2026, 1, 1, tzinfo=UTC))
+    given = {"a": standing(plans["a"], None), "new": standing(plans["new"], at)}
+    registry.register(MonitorCollector(mon, standings=lambda bench: given if bench == "b" else {}))
+    got = scrape(registry)
+
+    def by_model(name: str) -> dict[str, float]:
+        assert all(labels["benchmark"] == "b" for labels, _ in got[name]), name
+        return {labels["model"]: v for labels, v in got[name]}
+
+    assert by_model("llm_monitor_model_settled") == {
+        "a": float(plans["a"].action == "stop"), "new": 1.0}
+    assert by_model("llm_monitor_model_items") == {"a": 300.0, "new": 250.0}
+    assert by_model("llm_monitor_model_items_remaining") == {"a": 0.0, "new": 50.0}
+    assert by_model("llm_monitor_model_settled_items") == {"new": 200.0}
+    # Without standings (the core alone) the families exist with no series.
+    bare = CollectorRegistry()
+    bare.register(MonitorCollector(mon))
+    assert scrape(bare)["llm_monitor_model_settled"] == []
