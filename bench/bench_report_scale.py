@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._record import record
 from bench.bench_report import synthetic_board
 
 N_ITEMS = 12_000
@@ -146,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                                     env=env)
             verdict = (f"{'within' if wall <= 10.0 else 'OVER'} 10 s, "
                        f"{'within' if rss <= 1024.0 else 'OVER'} 1 GB")
+            if label == "ours":
+                record(f"report --family all --json, {args.models} models × {N_ITEMS:,} items",
+                       goal="≤ 10 s, ≤ 1 GB, ≤ 3× a CSV read", figure=f"{wall:.2f} s, {rss:.0f} MB",
+                       peer=f"{wall / peer_wall:.1f}× reading the CSV",
+                       met=wall <= 10.0 and rss <= 1024.0 and wall / peer_wall <= 3.0,
+                       command="python -m bench.bench_report_scale")
             print(f"{label:<5} report --family all --json, {args.models} models: {wall:.2f} s, "
                   f"{rss:.0f} MB peak RSS ({size / 1e6:.0f} MB of JSON, {pairs:,} pairs; "
                   f"{verdict}); ratio to the peer {wall / peer_wall:.1f}×")

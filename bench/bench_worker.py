@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench._record import record
+
 
 def _payloads(n: int, data: Path) -> list[tuple[bytes, bytes]]:
     from monitor.runners.replay import Block, ReplayStream, load_blocks
@@ -200,6 +202,11 @@ def main() -> None:
     for engine, (rate, _) in ours.items():
         print(f"ratio ours/peer ({engine}): {rate / peer:.2f}  (target: ours >= 50,000 results/s "
               "per worker)")
+        goal = 50_000 if engine == "kafka" else 10_000
+        record(f"Kafka worker ({engine} engine), 20 models, {args.compression} batches",
+               goal=f"≥ {goal:,} results/s per worker", figure=f"{rate:,.0f} results/s",
+               peer=f"{rate / peer:.2f}× a plain kafka-python decode loop",
+               met=rate >= goal, command=f"python -m bench.bench_worker --engine {engine}")
 
 
 
