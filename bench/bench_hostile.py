@@ -60,6 +60,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench._record import record
 from tests.integration.embedded_harness import HealthProbe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -339,6 +340,10 @@ def c1_connections(repo: Path, work: Path, new: bool) -> None:
               f"{dict(sorted(statuses.items()))}, then 1,050 stuck mid-headers; counted once "
               f"all were closed: {_metric(srv, 'llm_monitor_http_connections')} (the scrape's "
               f"own); meanwhile {during}")
+        record("hostile: 5,000 fresh connections, 1,050 stuck mid-headers (ulimit -n 256)",
+               goal="every well-formed request answered; /healthz stays up",
+               figure=str(dict(sorted(statuses.items()))), peer=f"/healthz meanwhile: {during}",
+               met=set(statuses) == {200}, command="python -m bench.bench_hostile --only c1-connections")
     finally:
         for s in stuck:
             s.close()
@@ -360,9 +365,14 @@ def c2_budget(repo: Path, work: Path, new: bool) -> None:
         rss, peak = srv.memory_mb()
         state = _metric(srv, "llm_monitor_state_bytes")
         state = state if state == "n/a" else f"{float(state) / 1e6:,.0f} MB"
+        during = probe.finish()
         print(f"c2-budget: 29 requests of 1,000 models × 3 items on new benchmarks → {statuses} "
               f"in {took:.1f} s, RSS {rss:,.0f} MB (peak {peak:,.0f} MB), state counted "
-              f"{state}; meanwhile {probe.finish()}")
+              f"{state}; meanwhile {during}")
+        record("hostile: 29 requests of 1,000 models × 3 items on new benchmarks",
+               goal="refused past the state budget (429), peak RSS ≤ max_state_bytes + 0.5 GB",
+               figure=f"{statuses}, peak RSS {peak:,.0f} MB", peer=f"/healthz meanwhile: {during}",
+               met=429 in statuses and peak <= 2500, command="python -m bench.bench_hostile --only c2-budget")
     finally:
         srv.stop()
 
@@ -390,9 +400,14 @@ def c3_cross_port(repo: Path, work: Path, new: bool) -> None:
         conn.request("GET", "/v1/benchmarks")
         stored = json.loads(conn.getresponse().read())["benchmarks"] != []
         conn.close()
+        during = probe.finish()
         print(f"c3-cross-port: no-cors Blob POST from http://127.0.0.1:<other port> → {got[0]}, "
               f"from http://localhost:<same port> → {got[1]}; stored: {stored}; meanwhile "
-              f"{probe.finish()}")
+              f"{during}")
+        record("hostile: cross-origin no-cors POST from a page on another port",
+               goal="refused, nothing stored", figure=f"{got[0]}, {got[1]}; stored {stored}",
+               peer=f"/healthz meanwhile: {during}", met=not stored,
+               command="python -m bench.bench_hostile --only c3-cross-port")
     finally:
         srv.stop()
 
@@ -422,8 +437,12 @@ def c4_slow_bodies(repo: Path, work: Path, new: bool) -> None:
                                    timeout=70)
         stop.set()
         dripper.join()
+        during = probe.finish()
         print(f"c4-slow-bodies: 8 bodies at a byte a second, then a valid POST → {status} in "
-              f"{took:.2f} s; meanwhile {probe.finish()}")
+              f"{took:.2f} s; meanwhile {during}")
+        record("hostile: 8 slow bodies, then a valid POST", goal="answered within 1 s",
+               figure=f"{status} in {took:.2f} s", peer=f"/healthz meanwhile: {during}",
+               met=took <= 1.0, command="python -m bench.bench_hostile --only c4-slow-bodies")
     finally:
         for s in slow:
             s.close()
