@@ -299,8 +299,8 @@ def inprocess_rows(lines: list[bytes], tmp: Path) -> list[tuple[str, float]]:
     from monitor.contracts import ItemResult
     from monitor.core import CoreConfig, Monitor
     from monitor.decoder import decode_events
+    from monitor.runners.embedded.store import SqliteStore
     from monitor.runners.host import Sources
-    from monitor.runners.store import SqliteStore
 
     n = len(lines)
     batches = [lines[lo:lo + BATCH] for lo in range(0, n, BATCH)]
@@ -603,7 +603,7 @@ def budget(events: list[dict], tmp: Path) -> None:
     time per result, the median of ``BUDGET_ROUNDS`` rounds that measure every row in turn."""
     from monitor.core import CoreConfig, Monitor
     from monitor.decoder import decode_events
-    from monitor.runners.store import SqliteStore
+    from monitor.runners.embedded.store import SqliteStore
 
     lines = stage_lines(events)
     n = len(lines)

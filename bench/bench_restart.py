@@ -93,7 +93,7 @@ def build(workdir: Path) -> dict[tuple[str, int], Path]:
     from prometheus_client import CollectorRegistry
 
     from monitor.contracts import ItemResult
-    from monitor.runners.embedded_service import EmbeddedService
+    from monitor.runners.embedded.service import EmbeddedService
     from monitor.runners.settings import Settings
 
     paths = {(kind, n): workdir / f"{kind}-{n // 1_000_000}M.db"
@@ -222,7 +222,7 @@ def rebuild_warm(db: Path, scratch: Path, repeat: int) -> str:
     import scipy.stats  # noqa: F401  (a first change event's figures import it: warm here)
     from prometheus_client import CollectorRegistry
 
-    from monitor.runners.embedded_service import EmbeddedService
+    from monitor.runners.embedded.service import EmbeddedService
     from monitor.runners.settings import Settings
 
     runs = []
@@ -247,7 +247,7 @@ def profile_snapshot_start(db: Path, scratch: Path) -> None:
     """cProfile of the rebuild (EmbeddedService construction) on a copy of ``db``."""
     from prometheus_client import CollectorRegistry
 
-    from monitor.runners.embedded_service import EmbeddedService
+    from monitor.runners.embedded.service import EmbeddedService
     from monitor.runners.settings import Settings
 
     work = scratch / "profile.db"
@@ -273,7 +273,7 @@ def decode_costs(db: Path) -> None:
 
     import zstandard
 
-    from monitor.runners.store import _EVENTS, _unpack
+    from monitor.runners.embedded.store import _EVENTS, _unpack
 
     con = sqlite3.connect(db)
     rows = [bytes(b) for (b,) in con.execute(

@@ -1,6 +1,6 @@
 """Results/s through one distributed worker on a local Tansu broker, 20 models.
 
-Ours: :class:`monitor.runners.kafka_worker.KafkaWorker` (decode, key check, fold into the
+Ours: :class:`monitor.runners.kafka.worker.KafkaWorker` (decode, key check, fold into the
 per-benchmark Monitor, verdict evaluation every 0.25 s, state checkpoints with snapshot +
 offsets every 2 s, offset commits) consuming a pre-filled ``llm-monitor.results`` topic.
 Peer: "plain kafka-python decode loop" — a KafkaConsumer over the same topic that only
@@ -46,8 +46,8 @@ def _payloads(n: int, data: Path) -> list[tuple[bytes, bytes]]:
 def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]], compression: str) -> float:
     from kafka import KafkaProducer
 
-    from monitor.runners.kafka_admin import ensure_topics
-    from monitor.runners.kafka_core import RESULTS_PRODUCER, RESULTS_TOPIC
+    from monitor.runners.kafka.admin import ensure_topics
+    from monitor.runners.kafka.core import RESULTS_PRODUCER, RESULTS_TOPIC
 
     ensure_topics([bootstrap], 3)
     t0 = time.perf_counter()
@@ -62,7 +62,7 @@ def _fill(bootstrap: str, payloads: list[tuple[bytes, bytes]], compression: str)
 
 
 def _ours(bootstrap: str, n: int) -> tuple[float, dict[str, int]]:
-    from monitor.runners.kafka_worker import KafkaWorker
+    from monitor.runners.kafka.worker import KafkaWorker
     from monitor.runners.settings import Settings
 
     worker = KafkaWorker(Settings.build(serve_http=False, broker=bootstrap, metrics_port=0,
@@ -128,7 +128,7 @@ def _ours_faust(broker: Any, n: int, log: Path) -> tuple[float, dict[str, float]
 def _peer(bootstrap: str, n: int) -> float:
     from kafka import KafkaConsumer
 
-    from monitor.runners.kafka_core import CONSUMER_FETCH, RESULTS_TOPIC
+    from monitor.runners.kafka.core import CONSUMER_FETCH, RESULTS_TOPIC
     from monitor.runners.settings import Settings
 
     # the worker's own consumer options: the peer differs from it only in what it does with

@@ -110,8 +110,8 @@ def _view_task(state: ReplayState | None, *, show_rankings: bool, console: Conso
             TimeRemainingColumn,
         )
 
-        from monitor.runners.view import LazyRankings, rankings_view
-        from monitor.runners.view import Progress as ViewProgress
+        from monitor.runners.embedded.view import LazyRankings, rankings_view
+        from monitor.runners.embedded.view import Progress as ViewProgress
 
         progress = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
@@ -211,7 +211,7 @@ def _start(
     import numpy as np
     from rich.console import Console
 
-    from monitor.runners.embedded import serve
+    from monitor.runners.embedded.server import serve
     from monitor.runners.replay import ReplayStream, load_blocks
 
     if rate is not None and rate <= 0:

@@ -47,8 +47,8 @@ def produce_file(
     _need_kafka("kafka")
     from kafka import KafkaProducer
 
-    from monitor.runners.kafka_admin import ensure_topics
-    from monitor.runners.kafka_core import RESULTS_PRODUCER, RESULTS_TOPIC
+    from monitor.runners.kafka.admin import ensure_topics
+    from monitor.runners.kafka.core import RESULTS_PRODUCER, RESULTS_TOPIC
     from monitor.runners.replay import ReplayStream, load_blocks
     from monitor.runners.settings import bootstrap_servers
 
@@ -123,10 +123,10 @@ def register(app: typer.Typer) -> None:
         _need_kafka("kafka")
         if settings.engine == "faust":
             _need_kafka("faust")
-            from monitor.runners.faust_app import run_faust
+            from monitor.runners.kafka.faust_app import run_faust
 
             raise typer.Exit(run_faust(settings))
-        from monitor.runners.kafka_worker import run_worker
+        from monitor.runners.kafka.worker import run_worker
 
         raise typer.Exit(run_worker(settings))
 

@@ -5,8 +5,8 @@ metrics of the process (:class:`~monitor.sinks.prometheus.Metrics` plus the scra
 gauges), restores counters at start, decides when verdicts are evaluated (the cadence), and
 is the one path of invalid input (:meth:`MonitorHost.on_invalid`). A runner adds only its
 transport — how bytes arrive and how outputs leave: aiohttp + SQLite
-(:mod:`monitor.runners.embedded`), kafka-python (:mod:`monitor.runners.kafka_worker`) or
-Faust (:mod:`monitor.runners.faust_app`).
+(:mod:`monitor.runners.embedded.server`), kafka-python (:mod:`monitor.runners.kafka.worker`) or
+Faust (:mod:`monitor.runners.kafka.faust_app`).
 """
 
 from __future__ import annotations

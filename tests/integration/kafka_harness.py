@@ -33,7 +33,7 @@ def produce_at_rate(bootstrap: str, payloads: list[tuple[bytes, bytes]], *, rate
     results are still to come however slow the machine."""
     from kafka import KafkaProducer
 
-    from monitor.runners.kafka_core import RESULTS_TOPIC
+    from monitor.runners.kafka.core import RESULTS_TOPIC
 
     try:
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
@@ -252,7 +252,7 @@ def offline_monitors(records: list[Any], config: Any) -> dict[str, Any]:
 def worker_state(bootstrap: str, config: Any) -> Any:
     """A WorkerCore rebuilt from the state topic, owning every partition."""
     from monitor.runners.host import MonitorHost
-    from monitor.runners.kafka_core import STATE_TOPIC, WorkerCore
+    from monitor.runners.kafka.core import STATE_TOPIC, WorkerCore
 
     state = [(r.key, r.value) for r in read_topic(bootstrap, STATE_TOPIC)]
     core = WorkerCore(MonitorHost(config, eval_interval=0.0))

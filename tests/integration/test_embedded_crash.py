@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from monitor.io.tables import read_table
-from monitor.runners.store import SqliteStore
+from monitor.runners.embedded.store import SqliteStore
 from tests.integration.embedded_harness import Server, metric_value, offline_report
 
 pytestmark = pytest.mark.integration

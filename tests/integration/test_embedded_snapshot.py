@@ -30,7 +30,7 @@ _WRITER = r"""
 import sys
 import numpy as np
 from monitor.contracts import ItemResult
-from monitor.runners.store import SqliteStore
+from monitor.runners.embedded.store import SqliteStore
 
 def blob(i, name):
     # 24 MB that the parent can recompute from (i, name) to check a row is whole.

@@ -41,7 +41,7 @@ BENCH = "mmlu_pro"
 # Wide and tall enough for every model's row and the whole names (the 80 × 24 layout is
 # checked by test_web_terminal_view.py).
 WIDTH, HEIGHT = 150, 60
-NAME_W = WIDTH - 50  # monitor.runners.view: the columns after the name take 50 cells
+NAME_W = WIDTH - 50  # monitor.runners.embedded.view: the columns after the name take 50 cells
 
 
 def _free_port() -> int:

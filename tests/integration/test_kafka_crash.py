@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from monitor.core import CoreConfig
-from monitor.runners.kafka_core import RESULTS_TOPIC
+from monitor.runners.kafka.core import RESULTS_TOPIC
 from monitor.runners.replay import ReplayStream, load_blocks
 from tests.integration.kafka_harness import (
     Broker,

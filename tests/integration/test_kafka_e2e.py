@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaProducer
 
 from monitor.core import CoreConfig
-from monitor.runners.kafka_core import CHANGES_TOPIC, DEAD_LETTER_TOPIC, RESULTS_TOPIC
+from monitor.runners.kafka.core import CHANGES_TOPIC, DEAD_LETTER_TOPIC, RESULTS_TOPIC
 from tests.integration.kafka_harness import (
     Broker,
     Worker,

@@ -19,8 +19,8 @@ import pytest
 from kafka.partitioner.default import murmur2
 
 from monitor.core import CoreConfig
-from monitor.runners.kafka_core import RESULTS_TOPIC
-from monitor.runners.kafka_worker import ensure_topics
+from monitor.runners.kafka.core import RESULTS_TOPIC
+from monitor.runners.kafka.worker import ensure_topics
 from monitor.runners.replay import Block, ReplayStream, load_blocks
 from tests.integration.kafka_harness import (
     Broker,

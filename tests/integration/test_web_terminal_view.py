@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from monitor.runners.view import abbreviate
+from monitor.runners.embedded.view import abbreviate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 80, 24
-NAME_W = WIDTH - 50  # monitor.runners.view: the columns after the name take 50 cells
+NAME_W = WIDTH - 50  # monitor.runners.embedded.view: the columns after the name take 50 cells
 ROW = re.compile(rf"^\s*(\d+) (.{{{NAME_W}}}) ")
 
 

@@ -17,7 +17,7 @@ from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
 from monitor.core.config import BenchmarkSpec
 from monitor.io.tables import read_table
-from monitor.runners.store import SqliteStore
+from monitor.runners.embedded.store import SqliteStore
 from monitor.stats.samples import cell_means, mean_variance
 from tests.repeated_samples import draw_samples, item_probabilities
 
@@ -236,7 +236,7 @@ def test_cell_means_and_mean_variance_match_numpy() -> None:
 
 
 def test_snapshot_key_of_one_sample_boards_is_the_key_from_before_samples() -> None:
-    from monitor.runners.embedded_service import config_key
+    from monitor.runners.embedded.service import config_key
 
     assert "samples" not in json.loads(config_key(CoreConfig()))
     assert json.loads(config_key(CoreConfig(samples=3)))["samples"] == 3

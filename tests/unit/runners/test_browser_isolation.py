@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.runners.http_guards import host_name, origin_of
+from monitor.runners.embedded.guards import host_name, origin_of
 from monitor.runners.settings import Settings
 
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.errors import ConfigError
-from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.embedded.service import EmbeddedService
 from monitor.runners.settings import Settings
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult
-from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.embedded.service import EmbeddedService
 from monitor.runners.settings import Settings
 
 

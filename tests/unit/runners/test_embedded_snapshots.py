@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from monitor.contracts import ItemResult, RankingChange
 from monitor.core import Monitor
 from monitor.core.monitor import ranking_key
-from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.embedded.service import EmbeddedService
 from monitor.runners.host import MonitorHost
 from monitor.runners.settings import Settings
 

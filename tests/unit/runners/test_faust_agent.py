@@ -17,9 +17,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult
-from monitor.runners.faust_app import FaustWorker, build_app
 from monitor.runners.host import MonitorHost
-from monitor.runners.kafka_core import CHANGES_TOPIC, DEAD_LETTER_TOPIC
+from monitor.runners.kafka.core import CHANGES_TOPIC, DEAD_LETTER_TOPIC
+from monitor.runners.kafka.faust_app import FaustWorker, build_app
 from monitor.runners.settings import Settings
 
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.core import CoreConfig
 from monitor.runners.host import MonitorHost
-from monitor.runners.kafka_core import RESULTS_TOPIC, Record, WorkerCore
+from monitor.runners.kafka.core import RESULTS_TOPIC, Record, WorkerCore
 
 
 def value(**kw: object) -> bytes:

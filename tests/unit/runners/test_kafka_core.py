@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig
 from monitor.runners.host import MonitorHost
-from monitor.runners.kafka_core import RESULTS_TOPIC, Record, WorkerCore, decode_state
+from monitor.runners.kafka.core import RESULTS_TOPIC, Record, WorkerCore, decode_state
 
 
 def new_core(log: list[str] | None = None) -> WorkerCore:
@@ -166,6 +166,6 @@ def _imports(module: str) -> set[str]:
 def test_engines_share_only_transport_neutral_modules() -> None:
     # The Faust engine does not import the kafka-python engine, and the shared worker core
     # imports no Kafka client at all (deferred imports included).
-    assert "monitor.runners.kafka_worker" not in _imports("monitor.runners.faust_app")
-    core = _imports("monitor.runners.kafka_core")
+    assert "monitor.runners.kafka.worker" not in _imports("monitor.runners.kafka.faust_app")
+    core = _imports("monitor.runners.kafka.core")
     assert not {n for n in core if n.split(".")[0] in {"kafka", "faust", "aiokafka"}}

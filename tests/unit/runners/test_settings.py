@@ -162,7 +162,7 @@ def _captured(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Settings:
     from typer.testing import CliRunner
 
     import monitor.commands.run as run_cmd
-    import monitor.runners.kafka_worker as kafka_worker
+    import monitor.runners.kafka.worker as kafka_worker
     from monitor.cli import app
 
     got: list[Settings] = []

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
-from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.embedded.service import EmbeddedService
 from monitor.runners.host import MonitorHost
 from monitor.runners.settings import Settings
 from monitor.runners.standings import RecordChange, Standings

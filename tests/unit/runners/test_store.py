@@ -11,8 +11,8 @@ import pytest
 from monitor.contracts import ItemResult, RankingChange, dead_letter
 from monitor.core.monitor import ranking_key
 from monitor.decoder import as_item
+from monitor.runners.embedded.store import SqliteStore
 from monitor.runners.replay import benchmark_from_path
-from monitor.runners.store import SqliteStore
 
 
 def _ev(i: int, model: str = "m", **kw: object) -> ItemResult:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.contracts import ItemResult, jsonable
 from monitor.decoder import as_item, decode_events
-from monitor.runners.embedded_service import EmbeddedService
+from monitor.runners.embedded.service import EmbeddedService
 from monitor.runners.settings import Settings
 
 

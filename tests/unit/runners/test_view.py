@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from monitor.runners.view import LazyRankings, Progress, abbreviate, rankings_view
+from monitor.runners.embedded.view import LazyRankings, Progress, abbreviate, rankings_view
 
 
 def _names(shared_data: Path) -> dict[str, list[str]]:

@@ -23,10 +23,9 @@ from monitor.core import CoreConfig, Monitor
 from monitor.io.tables import ScoreTable
 from monitor.offline.replay import with_anytime
 from monitor.offline.report import build_report
-from monitor.runners.embedded import build_app
-from monitor.runners.embedded_service import EmbeddedService
-from monitor.runners.settings import Settings
-from monitor.runners.web import (
+from monitor.runners.embedded.server import build_app
+from monitor.runners.embedded.service import EmbeddedService
+from monitor.runners.embedded.web import (
     BOARD_FILES,
     _read,
     live_decisions,
@@ -35,6 +34,7 @@ from monitor.runners.web import (
     live_report_html,
     live_table,
 )
+from monitor.runners.settings import Settings
 
 BENCH = "b (v1)"
 MODELS = ("alpha (big)", "beta, small", "gamma")
@@ -259,7 +259,7 @@ def test_report_route_renders_one_report_at_a_time(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # A report of a large board costs seconds of CPU; clicks or clients asking at once must
     # queue, not take every core from ingest.
-    import monitor.runners.web as web_module
+    import monitor.runners.embedded.web as web_module
 
     running, most = 0, 0
     lock = threading.Lock()

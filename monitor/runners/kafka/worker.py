@@ -1,6 +1,6 @@
 """The distributed worker on kafka-python: consume → step → emit → state → commit.
 
-The transport around :class:`monitor.runners.kafka_core.WorkerCore` (offsets, keys,
+The transport around :class:`monitor.runners.kafka.core.WorkerCore` (offsets, keys,
 checkpoints) and :class:`monitor.runners.host.MonitorHost` (monitors, metrics, cadence,
 invalid input). The loop, per poll:
 
@@ -31,8 +31,8 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
 from monitor.runners.host import GC_SECONDS, MonitorHost, batch_collection, collect_frozen
-from monitor.runners.kafka_admin import ensure_topics, read_state
-from monitor.runners.kafka_core import (
+from monitor.runners.kafka.admin import ensure_topics, read_state
+from monitor.runners.kafka.core import (
     CHANGES_TOPIC,
     CONSUMER_FETCH,
     DEAD_LETTER_TOPIC,

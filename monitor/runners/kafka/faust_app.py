@@ -1,6 +1,6 @@
 """The distributed worker as a Faust app (``llm-monitor worker --engine faust``).
 
-The Faust transport around the same :class:`~monitor.runners.kafka_core.WorkerCore` and
+The Faust transport around the same :class:`~monitor.runners.kafka.core.WorkerCore` and
 :class:`~monitor.runners.host.MonitorHost` as the kafka-python engine; one agent: decode →
 key → step (a batch from ``stream.take_events``) → emit → store.
 
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import faust
 
 from monitor.runners.host import MonitorHost
-from monitor.runners.kafka_core import (
+from monitor.runners.kafka.core import (
     CHANGES_TOPIC,
     DEAD_LETTER_TOPIC,
     MAX_STATE_BYTES,
@@ -67,7 +67,7 @@ class _KafkaIO:
                                                                   DEAD_LETTER_TOPIC)}
 
     async def read_state(self) -> list[tuple[bytes, bytes]]:
-        from monitor.runners.kafka_admin import read_state
+        from monitor.runners.kafka.admin import read_state
 
         return await asyncio.to_thread(read_state, self.bootstrap)
 
@@ -183,7 +183,7 @@ def build_app(settings: Settings, *, io: WorkerIO | None = None,
 
 def run_faust(settings: Settings) -> int:
     """Start the Faust worker (blocks until SIGTERM/SIGINT)."""
-    from monitor.runners.kafka_admin import ensure_topics
+    from monitor.runners.kafka.admin import ensure_topics
 
     ensure_topics(settings.bootstrap, settings.partitions)
     worker = build_app(settings)

@@ -4,7 +4,7 @@
 connection callbacks); :class:`BodySlots` bounds the request bodies held at once and gives the
 slot of a body arriving slower than ``min_body_rate`` to a request that needs it;
 :func:`browser_guard` keeps web pages of other origins (and rebound DNS names) away from a
-monitor that has no token. :mod:`monitor.runners.embedded` wires them into the aiohttp server.
+monitor that has no token. :mod:`monitor.runners.embedded.server` wires them into the aiohttp server.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The embedded runner (``llm-monitor run``): one process with HTTP ingest, SQLite and /metrics.
 
-The aiohttp transport of :class:`~monitor.runners.embedded_service.EmbeddedService`: routes
+The aiohttp transport of :class:`~monitor.runners.embedded.service.EmbeddedService`: routes
 translate requests to service calls and results to JSON (a bearer token, when set, guards
 every route but ``/healthz``); :func:`serve` runs the server with the background tasks
 (evaluation on the cadence, replay, the live view) until SIGINT/SIGTERM.
@@ -12,7 +12,7 @@ are applied is the order in which they are committed, which is what makes a rest
 the state. A 202 still means committed. Connections are bounded (``max_connections``, idle
 ones closed first), idle ones closed after ``idle_timeout``, bodies that stall cut off, and a
 body arriving slower than ``min_body_rate`` gives its slot up to a request that needs one
-(:mod:`monitor.runners.http_guards`).
+(:mod:`monitor.runners.embedded.guards`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor.contracts import jsonable
 from monitor.errors import MonitorError
-from monitor.runners.embedded_service import EXCLUDED_IDS_CAP, EmbeddedService, OverCap
-from monitor.runners.http_guards import (
+from monitor.runners.embedded.guards import (
     BACKLOG,
     Body,
     BodySlots,
@@ -45,8 +44,9 @@ from monitor.runners.http_guards import (
     browser_guard,
     connection_cap,
 )
+from monitor.runners.embedded.service import EXCLUDED_IDS_CAP, EmbeddedService, OverCap
+from monitor.runners.embedded.web import add_board
 from monitor.runners.settings import Settings
-from monitor.runners.web import add_board
 
 _PUBLIC_PATHS = frozenset({"/healthz"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -14,7 +14,7 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from monitor.errors import MonitorError
-from monitor.runners.kafka_core import (
+from monitor.runners.kafka.core import (
     CHANGES_TOPIC,
     DEAD_LETTER_TOPIC,
     MAX_STATE_BYTES,

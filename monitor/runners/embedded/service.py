@@ -5,7 +5,7 @@ batch, commits the accepted results, change events and dead letters in one SQLit
 and only then reports. On start the state is rebuilt from the database, so every acknowledged
 result is counted exactly once across crashes: from the latest snapshot of each benchmark plus
 the results stored after it (:meth:`EmbeddedService.snapshot_if_due` writes the snapshots).
-The HTTP face and the process around it are in :mod:`monitor.runners.embedded`.
+The HTTP face and the process around it are in :mod:`monitor.runners.embedded.server`.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from monitor.core.board import Footprint
 from monitor.core.monitor import ACCEPTED
 from monitor.core.records import StabilityCounts
 from monitor.decoder import Result, Results, decode_events
+from monitor.runners.embedded.store import SqliteStore
 from monitor.runners.host import GC_SECONDS, Change, MonitorHost, Sources, collect_frozen
 from monitor.runners.host import batch_collection as _batch_collection
 from monitor.runners.host import collector_paused as _collector_paused
 from monitor.runners.settings import Settings
-from monitor.runners.store import SqliteStore
 
 _REBUILD_BATCH = 100_000
 

@@ -1,10 +1,10 @@
 """The live web board of the embedded monitor: the page at ``/`` and the HTML report of the
 live state at ``GET /v1/benchmarks/{b}/report.html``.
 
-The page and its static files (``monitor/runners/static/``, shipped in the package) hold no
+The page and its static files (``monitor/runners/embedded/static/``, shipped in the package) hold no
 data and are served without the token; the page reads the token from the URL fragment
 (``/#token=…``, never sent to the server) or asks for it, and sends it as a bearer header on
-every data request it makes (the routes of :mod:`monitor.runners.embedded`). It polls those
+every data request it makes (the routes of :mod:`monitor.runners.embedded.server`). It polls those
 routes and redraws without reloading.
 
 The report route reads the monitor's own verdicts — its decisions, ranking order, rank sets
@@ -37,11 +37,11 @@ from monitor.stats.figures import GroupKind, PairFigures, pair_figures
 
 if TYPE_CHECKING:
     from monitor.offline.report import ResolutionReport
-    from monitor.runners.embedded_service import EmbeddedService
+    from monitor.runners.embedded.service import EmbeddedService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-#: Public files of the board: request path → (file in monitor/runners/static, content type).
+#: Public files of the board: request path → (file in monitor/runners/embedded/static, content type).
 BOARD_FILES = {
     "/": ("board.html", "text/html"),
     "/static/board.js": ("board.js", "text/javascript"),
@@ -74,7 +74,7 @@ def _error(status: int, reason: str, detail: str) -> web.Response:
 
 
 def _read(name: str) -> bytes:
-    return (resources.files("monitor.runners") / "static" / name).read_bytes()
+    return (resources.files("monitor.runners.embedded") / "static" / name).read_bytes()
 
 
 def live_table(monitor: Monitor, benchmark: str) -> ScoreTable:
