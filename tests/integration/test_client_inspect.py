@@ -202,7 +202,6 @@ def test_a_sample_metadata_field_groups_the_items(
         srv.stop()
     (pair,) = live["pairs"]
     # the four subjects reached the live board as the items' clusters (the design effect's)
-    assert pair["design"] == "items" and pair["n_clusters"] == 4
+    assert pair["design"] == "items" and pair["fixed_n"]["n_clusters"] == 4
     assert pair["fixed_n"]["design_effect"] == pytest.approx(
-        grouped["pairs"][0]["fixed_n"]["design_effect"],
-                                       rel=1e-9)
+        grouped["pairs"][0]["fixed_n"]["design_effect"], rel=1e-9)
