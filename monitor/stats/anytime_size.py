@@ -369,6 +369,8 @@ def n_star_anytime(
         start = (b_s + np.exp(lu_hi - 0.5 * hi)) / a_s
         t = np.clip(2.0 * np.log(np.maximum(start, 1e-300)), lo, hi)
         big_a, big_b = a_s, b_s
+        # An element that has converged keeps its value while the others iterate: each pair's
+        # N*_AV is the same whichever pairs it is computed beside (live = a restart = offline).
         done = np.zeros(t.shape, dtype=bool)
         for _ in range(_NEWTON_STEPS):
             val, der = g(t)
@@ -379,8 +381,9 @@ def n_star_anytime(
                 nxt = t - val / der
             bad = ~np.isfinite(nxt) | (nxt <= lo) | (nxt >= hi)
             nxt = np.where(bad, 0.5 * (lo + hi), nxt)
-            done = np.abs(nxt - t) <= 1e-13 * np.maximum(1.0, np.abs(t))
-            t = nxt
+            converged = np.abs(nxt - t) <= 1e-13 * np.maximum(1.0, np.abs(t))
+            t = np.where(done, t, nxt)
+            done |= converged
             if done.all():
                 break
         t_end[solve] = t

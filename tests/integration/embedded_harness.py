@@ -160,6 +160,19 @@ class Server:
         status, data = self.request("GET", path)
         return status, json.loads(data)
 
+    def ranking(self, benchmark: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """The benchmark's ranking route once its models' standings follow the state
+        (``standings.current``): the standings are read in rounds of their own, so a board
+        read before that can still change without a new result."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, route = self.get_json(f"/v1/benchmarks/{benchmark}/ranking")
+            assert status == 200, route
+            if route["standings"]["current"]:
+                return dict(route)
+            assert time.monotonic() < deadline, f"the standings of {benchmark} did not catch up"
+            time.sleep(0.1)
+
     def metrics(self) -> str:
         status, data = self.request("GET", "/metrics")
         assert status == 200, data

@@ -301,7 +301,7 @@ def test_results_a_monitor_did_not_take_are_kept_then_sent_or_the_task_fails(
     assert meta["posted"]["accepted"] == 6 and meta["completed"] == 6, meta
     assert {m["model"]: m["n"] for m in ranking["models"]} == {"m": 6}
     assert {m["model"]: m["mean"] for m in ranking["models"]} == {"m": 0.5}
-    assert [(p["n"], p["n_clusters"]) for p in pairs["pairs"]] == [(6, 3)]  # subjects s0–s2
+    assert [(p["n"], p["fixed_n"]["n_clusters"]) for p in pairs["pairs"]] == [(6, 3)]  # subjects s0–s2
 
     # Nobody listening at the end: the task fails, and says what the monitor lacks.
     stopping.client = MonitorClient(f"http://127.0.0.1:{srv.port}", retries=0)

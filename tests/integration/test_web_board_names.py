@@ -73,7 +73,7 @@ async def _drive(browser: Chromium, base: str, api: dict[str, object], tmp: Path
             await tab.wait_for("document.querySelectorAll('#ranking tbody tr').length === 4")
             assert await tab.evaluate("document.getElementById('bench').value") == BENCH
             shown = await tab.evaluate(
-                "Array.from(document.querySelectorAll('#ranking tbody td.name'))"
+                "Array.from(document.querySelectorAll('#ranking tbody td.name:not(.standing)'))"
                 ".map(td => td.textContent)")
             assert shown == [m["model"] for m in models]
             # Names are text: no element of theirs, no script of theirs ran.

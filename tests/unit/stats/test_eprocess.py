@@ -259,3 +259,15 @@ def test_spline_coefficients_are_scipys_cubic_spline() -> None:
     # A grid whose slope system needs a row interchange is refused, not solved differently.
     with pytest.raises(ValueError, match="interchange"):
         asz._spline_coefficients([0.0, 3.0, 3.1, 3.2, 9.0], [0.0, 1.0, 0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("rule", ["side", "mean"])
+def test_n_star_anytime_of_a_pair_does_not_depend_on_the_pairs_beside_it(rule: str) -> None:
+    # The live core sizes the pairs of one level together; a restart or a report sizes them
+    # in other groups. Each pair's figure is the same, to the last bit.
+    rng = np.random.default_rng(7)
+    d = rng.uniform(0.001, 0.3, size=400)
+    s2 = rng.uniform(0.01, 0.5, size=400)
+    together = n_star_anytime(d, s2, alpha=0.05 / 496, rule=rule)
+    alone = [float(n_star_anytime(a, b, alpha=0.05 / 496, rule=rule)) for a, b in zip(d, s2)]
+    assert together.tolist() == alone
