@@ -160,7 +160,7 @@ class Server:
         status, data = self.request("GET", path)
         return status, json.loads(data)
 
-    def ranking(self, benchmark: str, *, timeout: float = 60.0) -> dict[str, Any]:
+    def ranking(self, benchmark: str, *, timeout: float = 240.0) -> dict[str, Any]:
         """The benchmark's ranking route once its models' standings follow the state
         (``standings.current``): the standings are read in rounds of their own, so a board
         read before that can still change without a new result."""

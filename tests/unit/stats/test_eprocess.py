@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -262,12 +263,14 @@ def test_spline_coefficients_are_scipys_cubic_spline() -> None:
 
 
 @pytest.mark.parametrize("rule", ["side", "mean"])
-def test_n_star_anytime_of_a_pair_does_not_depend_on_the_pairs_beside_it(rule: str) -> None:
+def test_n_star_anytime_of_a_pair_does_not_depend_on_the_pairs_beside_it(
+        rule: Literal["side", "mean"]) -> None:
     # The live core sizes the pairs of one level together; a restart or a report sizes them
     # in other groups. Each pair's figure is the same, to the last bit.
     rng = np.random.default_rng(7)
     d = rng.uniform(0.001, 0.3, size=400)
     s2 = rng.uniform(0.01, 0.5, size=400)
     together = n_star_anytime(d, s2, alpha=0.05 / 496, rule=rule)
-    alone = [float(n_star_anytime(a, b, alpha=0.05 / 496, rule=rule)) for a, b in zip(d, s2)]
+    alone = [float(n_star_anytime(a, b, alpha=0.05 / 496, rule=rule))
+             for a, b in zip(d, s2, strict=True)]
     assert together.tolist() == alone
