@@ -37,8 +37,8 @@ report: $(RUN_STAMP)  ## the offline resolution report on the real MMLU-Pro tabl
 test: $(STAMP) lint  ## the whole suite: lint, types, unit, property, doctests, statistical and integration tests
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP)  ## unit, property and doctests: no tests marked slow or integration (< 2 min)
-	$(BIN)/python -m pytest -q -m "not slow and not integration"
+test-fast: $(STAMP)  ## unit, property and doctests: no tests marked slow or integration, on every core (< 2 min)
+	$(BIN)/python -m pytest -q -n auto -m "not slow and not integration"
 
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check monitor tests bench grafana

@@ -29,6 +29,15 @@ def pytest_configure(config: pytest.Config) -> None:
         _terminal.delenv(name, raising=False)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Every test under tests/integration runs the CLI, a server or a broker as a process:
+    # integration, whether or not the module says so (make test-fast leaves them out).
+    integration = REPO / "tests" / "integration"
+    for item in items:
+        if item.path.is_relative_to(integration):
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _terminal.undo()
 

@@ -9,6 +9,7 @@ score matrix (the same kernel, fed from a dense matrix instead of incremental su
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,6 +59,7 @@ def score_streams(draw: st.DrawFn) -> tuple[np.ndarray, list[int]]:
     return x, cuts
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(score_streams())
 def test_any_valid_scores_in_any_batching_match_the_offline_kernel(

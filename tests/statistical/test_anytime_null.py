@@ -57,6 +57,7 @@ def test_confidence_sequence_is_time_uniformly_valid(spec: dict[str, object]) ->
     assert res.p_miss_exceeds_alpha() > LEVEL, res.miss_rate
 
 
+@pytest.mark.slow
 def test_cs_ends_agree_with_the_counted_event() -> None:
     # The coverage count uses sup_n E_n(δ) ≥ 1/α; check on real paths that this is exactly
     # "δ outside cs_mcnemar / cs_bounded" at every checked n.

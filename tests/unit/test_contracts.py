@@ -109,6 +109,7 @@ _near_events = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_near_events | _json_values, max_size=8),
        st.sampled_from(["array", "ndjson"]))

@@ -50,6 +50,7 @@ def _check_against_reference(scores: np.ndarray, groups: np.ndarray | None,
                 strata_design_effect(xa - xb, g), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_board_equals_single_pair_on_real_mmlu(shared_data: Path) -> None:
     t = read_table(shared_data / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
                    cluster_col="category")

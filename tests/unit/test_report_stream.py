@@ -54,6 +54,7 @@ def _reports() -> list[ResolutionReport]:
     return out
 
 
+@pytest.mark.slow
 def test_the_reports_hold_every_kind_of_key() -> None:
     # The documents compared above hold objects, nested objects, keys only some pairs have
     # and every verdict the decisions give here; else the equality would prove less.
@@ -141,6 +142,7 @@ def test_cli_json_is_the_whole_document(tmp_path: Path,
     assert len(json.loads(out)["pairs"]) == 66
 
 
+@pytest.mark.slow
 def test_human_table_of_a_large_family_is_limited_and_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _csv(tmp_path / "t.csv", _table(5, k=12))

@@ -95,6 +95,7 @@ def lines(draw: st.DrawFn) -> bytes:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines())
 def test_what_the_fast_decoder_accepts_the_contract_accepts_with_the_same_values(
@@ -118,6 +119,7 @@ def test_every_valid_example_takes_the_fast_path() -> None:
     assert [as_item(ev) for ev in got] == [ItemResult.model_validate_json(x) for x in examples]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(lines(), min_size=1, max_size=12), st.booleans())
 def test_a_body_decodes_the_same_with_or_without_the_fast_path(

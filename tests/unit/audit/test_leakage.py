@@ -77,6 +77,7 @@ def test_cjk_items_are_found() -> None:
     assert ja.status == "clean"
 
 
+@pytest.mark.slow
 def test_minhash_option_finds_verbatim_copies() -> None:
     pc = planted_corpus(n_items=40, n_docs=800, n_planted=6, rng=np.random.default_rng(11))
     rep = lk.scan_minhash(pc.corpus, pc.items, n=5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,7 @@ def test_binary_merge_equals_sequential_exactly(items: list[tuple[float, float, 
     assert merged.log_e() == _fold(items).log_e()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(bounded_items, st.integers(0, 60))
 def test_bounded_merge_equals_sequential(items: list[tuple[float, float, str]], cut: int) -> None:

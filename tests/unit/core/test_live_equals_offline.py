@@ -90,6 +90,7 @@ def _clustered_board(seed: int, *, clusters: int, per: int, gaps: tuple[float, .
     return (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype(float), g
 
 
+@pytest.mark.slow
 def test_live_core_equals_report_anytime_under_sampled_clusters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -285,6 +285,7 @@ def test_snapshot_round_trip_continues_identically() -> None:
     assert whole.excluded("b") == restored.excluded("b") == {"3"}
 
 
+@pytest.mark.slow
 def test_numeric_state_stays_within_16_bytes_per_stored_score() -> None:
     # docs/contract.md#targets: ≤ 16 bytes per stored (item, model) score.
     mon = Monitor()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 
 from monitor.contracts import ItemResult
 from monitor.core import CoreConfig, Monitor
@@ -35,6 +36,7 @@ def post(mon: Monitor, model: str, items: tuple[str, ...], p: float = 0.75) -> N
                for i in items])
 
 
+@pytest.mark.slow
 def test_a_model_evaluated_until_its_plan_says_stop() -> None:
     mon = board()
     post(mon, "x", mon.plan("b", "x", count=100).next_items)

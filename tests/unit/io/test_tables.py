@@ -203,6 +203,7 @@ def test_real_long_tables_match_wide(shared_data: Path) -> None:
         read_table(shared_data / "zeroeval_gsm8k_item_correctness_wide.csv")
 
 
+@pytest.mark.slow
 def test_real_mmlu_long_matches_wide(shared_data: Path) -> None:
     wide = read_table(shared_data / "mmlu_pro_item_correctness_wide.csv",
                       exclude=("src", "category"))

@@ -48,6 +48,7 @@ def test_exact_scan_finds_the_planted_items(tmp_path: Path, planted: PlantedCorp
     assert rep == lk.scan(index, planted.items)
 
 
+@pytest.mark.slow
 def test_minhash_scan_finds_the_verbatim_copies(tmp_path: Path,
                                                 planted: PlantedCorpus) -> None:
     ev, co = _files(tmp_path, planted)

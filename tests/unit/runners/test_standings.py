@@ -72,6 +72,7 @@ def evaluate_x(h: MonitorHost) -> int:
     return plan.items_done
 
 
+@pytest.mark.slow
 def test_the_first_stop_is_kept_with_the_items_then() -> None:
     h = frozen_host()
     step(h, references())
@@ -98,6 +99,7 @@ def test_the_first_stop_is_kept_with_the_items_then() -> None:
     assert gauges(h, "llm_monitor_model_settled_items")["x"] == float(n)
 
 
+@pytest.mark.slow
 def test_a_new_pair_drops_the_record_and_the_next_stop_is_taken_anew() -> None:
     h = frozen_host()
     step(h, references())
@@ -176,6 +178,7 @@ def settled_round(svc: EmbeddedService, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_restored_records_hold_while_settled(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
 
