@@ -35,7 +35,8 @@ report: $(RUN_STAMP)  ## the offline resolution report on the real MMLU-Pro tabl
 	$(BIN)/llm-monitor report $(DATA)/mmlu_pro_item_correctness_wide.csv --exclude src --strata-col category --planned-models 32 --seed 0
 
 test: $(STAMP) lint  ## the whole suite: lint, types, unit, property, doctests, statistical and integration tests
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto -m "not integration"
+	$(BIN)/python -m pytest -q -m integration  # one at a time: servers, brokers and timings
 
 test-fast: $(STAMP)  ## unit, property and doctests: no tests marked slow or integration, on every core (< 2 min)
 	$(BIN)/python -m pytest -q -n auto -m "not slow and not integration"
