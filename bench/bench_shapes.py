@@ -46,7 +46,7 @@ ORDERS = ("shuffled", "by-model", "by-item")
 BATCHES = (1000, 10_000)
 CAP = 400_000  # clocked results per cell at most
 PEER_LINES = 200_000
-PREFILL_BATCH = 100_000
+PREFILL_BATCH = 10_000
 COMMAND = "python -m bench.bench_shapes"
 
 
