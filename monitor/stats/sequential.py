@@ -600,7 +600,8 @@ def items_to_decide(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: Flo
         for centre, sign in ((margin, -1.0), (-margin, 1.0)):
             c = 1.0 - centre if sign < 0 else 1.0 + centre
             sc = sign * (ds - seg_n * centre)  # the centred gap, unscaled
-            vc = np.maximum(dv - 2.0 * centre * ds + seg_n * centre * centre, 0.0) / (c * c)
+            vc = np.maximum((v[table] - start_v[table]) - 2.0 * centre * ds
+                            + seg_n * centre * centre, 0.0) / (c * c)
             thr = side_thr[table]
             # the scaled gap at which the side's bound reaches thr, with ΣD² where it is now
             reach = np.where(thr <= vc / 2.0, np.sqrt(2.0 * vc * thr), thr + vc / 2.0)
