@@ -14,9 +14,10 @@ counts; its first other score turns sx and p into float64 and adds sx2.
 
 A new score (r, c, x) changes only row c and column c of the sums, by its products with the
 scores already on item r: folding a batch costs one pass over the present models of each
-new result (:meth:`BenchmarkState.fold_new`, a sparse-times-dense product), not a pass over
-every pair. Cluster sums for the design effect are not kept per pair: they are computed
-from the score matrix for the pairs somebody reads (:meth:`BenchmarkState.cluster_sums`).
+new result (:meth:`BenchmarkState.fold_new`, sparse or dense products, whichever costs less
+for the batch), not a pass over every pair. Cluster sums for the design effect are not kept
+per pair: they are computed from the score matrix for the pairs somebody reads
+(:meth:`BenchmarkState.cluster_sums`).
 """
 
 from __future__ import annotations

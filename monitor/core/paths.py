@@ -6,8 +6,12 @@ one run): the pair sums of the models a run touches (:meth:`BenchmarkState.fold_
 pass over the present models of each result), then the sequential decisions. A pair the run
 cannot have decided — its e-process's bound over the run stays below its threshold
 (:func:`monitor.stats.sequential.may_cross`) — is done; only the others are followed item by
-item (:func:`monitor.stats.sequential.advance`), in event order. :func:`exclude_rows` takes
-items out of the pair sums and starts the affected pairs' next e-process segment.
+item (:func:`monitor.stats.sequential.advance`), in event order. Before any of that, a pair
+is not read at all while the run cannot bring it the paired items its next decision needs at
+least (``BenchmarkState.recheck``, :func:`monitor.stats.sequential.items_to_decide`): the
+pairs a run reads are the few near a decision, not every pair of the models it touches.
+:func:`exclude_rows` takes items out of the pair sums and starts the affected pairs' next
+e-process segment.
 """
 
 from __future__ import annotations
