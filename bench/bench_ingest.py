@@ -36,8 +36,9 @@ r"""Embedded ingest: the stage table of the ingest path, and a real ``llm-monito
    second connection scrapes ``/metrics`` back to back; for each batch, the time from the
    start of its POST until a scrape shows it counted; p50/p99/max.
 
-Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--baseline-ref REF] [--peer]
-[--budget] [--pyarrow] [--latency]``; ``--baseline-ref`` also times the in-process stages (in a process of their own)
+Run: ``.venv/bin/python -m bench.bench_ingest [--no-kafka] [--models M] [--baseline-ref REF]
+[--peer] [--budget] [--pyarrow] [--latency]``; ``--models M`` runs the stages on every cell of a
+synthetic board of M models (``LINES`` results, shuffled) instead of MMLU-Pro's 20; ``--baseline-ref`` also times the in-process stages (in a process of their own)
 and HTTP end to end with the ``monitor/`` of commit REF (``git archive``), in the same run.
 """
 
@@ -60,6 +61,8 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 
+from bench._record import record
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 MODELS = 20
@@ -73,8 +76,20 @@ LAT_SECONDS = 15.0
 _LISTEN = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
 
 
-def load_events(seed: int) -> list[dict]:
-    """The wide MMLU-Pro table as a shuffled list of result dicts (the 20 most complete models)."""
+def load_events(seed: int, models: int = MODELS) -> list[dict]:
+    """The wide MMLU-Pro table as a shuffled list of result dicts (the 20 most complete models);
+    with another number of ``models``, every cell of a synthetic board of that many models on
+    ``LINES // models`` items (``bench.bench_report.synthetic_board``), shuffled: as many lines,
+    each result pairing with up to ``models`` − 1 others."""
+    if models != MODELS:
+        from bench.bench_report import synthetic_board
+
+        rng = np.random.default_rng(seed)
+        x, groups = synthetic_board(rng=rng, n_items=max(LINES // models, 14), n_models=models)
+        rows, cols = np.divmod(rng.permutation(x.size), models)
+        return [{"benchmark": "mmlu_pro", "item_id": str(r), "model": f"model-{c:04d}",
+                 "score": int(x[r, c]), "cluster": str(groups[r])}
+                for r, c in zip(rows.tolist(), cols.tolist(), strict=True)]
     from monitor.io.tables import read_table
 
     t = read_table(DATA / "mmlu_pro_item_correctness_wide.csv", exclude=("src",),
@@ -378,7 +393,8 @@ def _table(rows: list[tuple[str, float]]) -> None:
         print(f"{label:<{width}}  {rate:10,.0f}  {rate / ref:5.2f}x")
 
 
-def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) -> None:
+def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None,
+           models: int = MODELS) -> None:
     """Each stage of ingest on the same NDJSON lines, beside a json.loads loop (same run);
     with ``baseline``, the in-process stages and HTTP end to end of that commit too."""
     lines = stage_lines(events)
@@ -401,6 +417,14 @@ def stages(events: list[dict], tmp: Path, *, kafka: bool, baseline: str | None) 
                  _http(bodies, lines, tmp / "stage-http.db", REPO)))
     rows.append(("HTTP end to end, the same over two connections at once",
                  _http(bodies, lines, tmp / "stage-http-2.db", REPO, connections=2)))
+    ref, http = rows[0][1], rows[-2][1]
+    goal = 0.7 if models <= MODELS else 0.2
+    board = "MMLU-Pro" if models == MODELS else f"synthetic {models} × {len(lines) // models:,}"
+    record(f"HTTP ingest, {models} models ({board}, shuffled)",
+           goal=f"≥ {goal}× a json.loads loop", figure=f"{http:,.0f} results/s",
+           peer=f"{http / ref:.2f}× a json.loads loop over the same lines",
+           met=http / ref >= goal,
+           command=f"python -m bench.bench_ingest --no-kafka --models {models}")
     if kafka:
         for compression in ("zstd", "none"):
             rows.append((f"Kafka worker (kafka-python engine), Tansu, 3 partitions, "
@@ -768,13 +792,17 @@ def main() -> None:
     parser.add_argument("--pyarrow", action="store_true",
                         help="msgspec against pyarrow's NDJSON reader (needs pyarrow)")
     parser.add_argument("--latency", action="store_true", help="result → /metrics latency")
+    parser.add_argument("--models", type=int, default=MODELS,
+                        help=f"the stages on a synthetic board of this many models (default: "
+                             f"MMLU-Pro's {MODELS})")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})  # the client stays off the server's core
-    events = load_events(seed=3)
+    events = load_events(seed=3, models=args.models)
+    source = "MMLU-Pro" if args.models == MODELS else "synthetic"
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{min(LINES, len(events)):,} of {len(events):,} MMLU-Pro results, {MODELS} models, "
-          "shuffled")
+          f"{min(LINES, len(events)):,} of {len(events):,} {source} results, {args.models} "
+          "models, shuffled")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         tmp = Path(d)
         if args.pyarrow:
@@ -785,7 +813,8 @@ def main() -> None:
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
         if not (args.peer or args.latency):
-            stages(events, tmp, kafka=not args.no_kafka, baseline=args.baseline_ref)
+            stages(events, tmp, kafka=not args.no_kafka, baseline=args.baseline_ref,
+                   models=args.models)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
         if args.peer:

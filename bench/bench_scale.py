@@ -59,26 +59,34 @@ class Event:
     variant: str = "original"
     flags: list[str] = field(default_factory=list)
     sample: int = 0
+    k: int | None = None
 
 
 def cells(n_items: int, n_models: int, order: str, rng: np.random.Generator
           ) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols) of every cell of the board in arrival order."""
+    """(rows, cols) of every cell of the board in arrival order: ``shuffled``, ``by-model``
+    (one model's items after another's) or ``by-item`` (every model's result for one item,
+    then the next item's)."""
     total = n_items * n_models
     if order == "shuffled":
         flat = rng.permutation(total)
-    else:
+    elif order == "by-model":
         flat = np.arange(total).reshape(n_items, n_models).T.ravel()
+    elif order == "by-item":
+        flat = np.arange(total)
+    else:
+        raise ValueError(f"`order` must be shuffled, by-model or by-item, got {order!r}")
     return np.divmod(flat, n_models)
 
 
-def batches(x: np.ndarray, groups: np.ndarray, rows: np.ndarray, cols: np.ndarray
-            ) -> Iterator[tuple[list[Event], np.ndarray, np.ndarray]]:
+def batches(x: np.ndarray, groups: np.ndarray, rows: np.ndarray, cols: np.ndarray, *,
+            size: int = BATCH) -> Iterator[tuple[list[Event], np.ndarray, np.ndarray]]:
+    """The events of the cells (``rows``, ``cols``) of ``x``, ``size`` at a time."""
     items = [f"item-{i:05d}" for i in range(x.shape[0])]
     models = [f"model-{j:04d}" for j in range(x.shape[1])]
     cluster = groups.tolist()
-    for s in range(0, rows.size, BATCH):
-        rr, cc = rows[s:s + BATCH], cols[s:s + BATCH]
+    for s in range(0, rows.size, size):
+        rr, cc = rows[s:s + size], cols[s:s + size]
         yield ([Event("b", items[r], models[c], float(x[r, c]), cluster[r])
                 for r, c in zip(rr.tolist(), cc.tolist(), strict=True)], rr, cc)
 

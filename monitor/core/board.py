@@ -14,9 +14,10 @@ counts; its first other score turns sx and p into float64 and adds sx2.
 
 A new score (r, c, x) changes only row c and column c of the sums, by its products with the
 scores already on item r: folding a batch costs one pass over the present models of each
-new result (:meth:`BenchmarkState.fold_new`, a sparse-times-dense product), not a pass over
-every pair. Cluster sums for the design effect are not kept per pair: they are computed
-from the score matrix for the pairs somebody reads (:meth:`BenchmarkState.cluster_sums`).
+new result (:meth:`BenchmarkState.fold_new`, sparse or dense products, whichever costs less
+for the batch), not a pass over every pair. Cluster sums for the design effect are not kept
+per pair: they are computed from the score matrix for the pairs somebody reads
+(:meth:`BenchmarkState.cluster_sums`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,15 @@ UNCLUSTERED = 0  # group 0 holds items without a cluster label: each is its own 
 _CLUSTER_CELLS = 4_000_000  # (items × pairs) cells per chunk of the cluster sums
 _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster sums (≤ 8 MB)
 _DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
-_DENSE_FILL = 32  # other than 0/1 scores: dense while the block has ≤ 32 cells per new score
+# Seconds per multiply-add of the fold's products, and the sparse products' fixed set-up
+# (building, stacking and transposing the CSR operands, ~15 scipy calls), measured on one
+# core (OpenBLAS, scipy 1.14): a dense float32 product of the shapes a batch makes runs at
+# 0.04–0.06 ns per multiply-add (0.13 ns with a handful of rows), float64 at twice that; a
+# CSR × dense product at 0.6–0.75 ns whatever the dtype; the set-up costs 1–3 ms.
+_DENSE_MADD = {True: 0.06e-9, False: 0.12e-9}
+_DENSE_CELL = 0.15e-9  # filling the dense left operand, per cell
+_SPARSE_MADD = 0.65e-9
+_SPARSE_SETUP = 2.0e-3
 
 #: Bytes of the Python objects of each item, model and perturbed result beyond the arrays: dict
 #: entries, list slots and the name itself (tracemalloc over 100,000 items named like
@@ -167,6 +176,10 @@ class BenchmarkState:
         # Sequential state of each pair (lo, hi), lo < hi in arrival order, at flat index
         # lo · cap + hi with cap = the column capacity: e-process kind, switch, decision.
         self.paths = PairPaths.empty(8 * 8)
+        # The paired items n each pair (lo, hi) needs before a run can decide it (flat as
+        # ``paths``; :func:`monitor.stats.sequential.items_to_decide`; 0: read it at its next
+        # item, the int32 maximum: decided). Derived: a restored state starts from zeros.
+        self.recheck: NDArray[np.int32] = np.zeros(8 * 8, dtype=np.int32)
         # When each pair (lo, hi) was decided: an index into ``times`` (−1: undecided).
         self.decided_at: NDArray[np.int32] = np.full((8, 8), -1, dtype=np.int32)
         self.times: list[datetime] = []
@@ -278,6 +291,9 @@ class BenchmarkState:
             if self.sx2 is not None:
                 self.sx2 = _grown(self.sx2, cap)
             self.paths = _relayout(self.paths, c, cap)
+            recheck = np.zeros((cap, cap), dtype=np.int32)
+            recheck[:c, :c] = self.recheck.reshape(c, c)
+            self.recheck = recheck.ravel()
             self.nonbinary = np.concatenate([self.nonbinary,
                                              np.zeros(cap - c, dtype=np.int64)])
         self.model_col[model] = c
@@ -301,7 +317,7 @@ class BenchmarkState:
         # counts while every score is 0/1, then float64 with sx2 beside them.
         sums = 2 * np.dtype(np.int32).itemsize if binary else 3 * np.dtype(np.float64).itemsize
         per_pair = (self.n.itemsize + self.codes.itemsize + self.decided_at.itemsize + 1
-                    + paths + sums)
+                    + self.recheck.itemsize + paths + sums)
         total = rows * per_row + cols * cols * per_pair + cols * self.nonbinary.itemsize
         if self.cpaths is not None:  # sampled clusters: a count and a total per pair and cluster
             cp = self.cpaths
@@ -338,29 +354,33 @@ class BenchmarkState:
         out[self.excluded_rows[rows]] = np.nan
         return out
 
-    def fold_new(self, rows: IntArray, cols: IntArray, scores: FloatArray
-                 ) -> tuple[IntArray, NDArray[np.bool_]]:
+    def fold_new(self, rows: IntArray, cols: IntArray, scores: FloatArray) -> None:
         """Add new cells (absent before, on rows not excluded, one per cell) to the sums and
         write them into the score matrix.
 
         With Δ the new cells and A the scores before, the sums change by ΔᵀA′ + AᵀΔ
-        (A′ = A + Δ): rows ``cols`` by the first, columns ``cols`` by the second — one sparse
-        product each, O(new cells × models). Returns the distinct columns touched and the
-        (touched × k) mask of the pairs (col, j) whose paired items grew.
+        (A′ = A + Δ): rows ``cols`` by the first, columns ``cols`` by the second — by sparse
+        products, O(new cells × models), or by dense ones over the batch's (models × items)
+        block where that costs less (:func:`dense_fold_cheaper`).
         """
-        k = self.k
         uniq_r, r_inv = np.unique(rows, return_inverse=True)
         uniq_c, c_inv = np.unique(cols, return_inverse=True)
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
-        cells = uniq_c.size * uniq_r.size
-        if self.binary:  # [Δm; Δx] in float32
-            dense = cells * 2 * 4 <= _DENSE_BYTES
-        else:  # [Δm; Δx; Δx²] in float64: a sparse block (shuffled results of many models)
-            # goes faster through the sparse products
-            dense = cells * 3 * 8 <= _DENSE_BYTES and cells <= _DENSE_FILL * rows.size
-        if dense:
-            return self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+        parts = 2 if self.binary else 3  # [Δm; Δx (; Δx²)]
+        block = parts * uniq_c.size * uniq_r.size * (4 if self.binary else 8)
+        if block <= _DENSE_BYTES and dense_fold_cheaper(
+                rows.size, uniq_r.size, uniq_c.size, self.k, binary=self.binary):
+            self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+        else:
+            self._fold_sparse(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+
+    def _fold_sparse(self, rows: IntArray, cols: IntArray, scores: FloatArray,
+                     uniq_r: IntArray, r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
+                     ) -> None:
+        """:meth:`fold_new` by sparse products: the batch's cells (t columns × r rows, n of
+        them) against the present scores of their rows, O(n × k) arithmetic."""
+        k = self.k
         from scipy import sparse
 
         before = self.X[uniq_r, :k]
@@ -388,7 +408,6 @@ class BenchmarkState:
         dmt = dm.T.tocsr()
         for target, f, g in ((row_n, dm, dmt), (row_sx, dx, dmt), (row_p, dx, dx.T.tocsr())):
             _add_sparse(target, f @ g, uniq_c)
-        grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
         self._add(self.n, uniq_c, row_n, dm_m)
         self._add(self.sx, uniq_c, row_sx, dm_x)
         self._add(self.p, uniq_c, row_p, dx_x)
@@ -398,14 +417,13 @@ class BenchmarkState:
             _add_sparse(row_sx2, dx2 @ dmt, uniq_c)
             self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])
         self.X[rows, cols] = scores
-        return uniq_c, grew
 
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
-                    r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
-                    ) -> tuple[IntArray, NDArray[np.bool_]]:
-        """:meth:`fold_new` with the batch's (columns × rows) block held dense (few models, or
-        few items): the same sums, by dense products instead of sparse ones, whose set-up
-        costs more than the arithmetic at that size. 0/1 sums are exact integers in float32;
+                    r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray) -> None:
+        """:meth:`fold_new` with the batch's (columns × rows) block held dense (a full block:
+        one model's results, one item's across the models, or a small board): the same sums,
+        by dense products instead of sparse ones, whose set-up costs more than the arithmetic
+        of such a block. 0/1 sums are exact integers in float32;
         other scores are summed in float64, with Σx² beside."""
         k, t = self.k, uniq_c.size
         binary = self.binary
@@ -431,7 +449,6 @@ class BenchmarkState:
         row_n[:, uniq_c] += own[:t]
         row_sx[:, uniq_c] += own[t:2 * t]
         row_p[:, uniq_c] += own_p
-        grew = (row_n + _at_cols(dm_m, uniq_c)) > 0
         self._add(self.n, uniq_c, row_n, dm_m)
         self._add(self.sx, uniq_c, row_sx, dm_x)
         self._add(self.p, uniq_c, row_p, dx_x)
@@ -440,7 +457,6 @@ class BenchmarkState:
             row_sx2[:, uniq_c] += own[2 * t:]
             self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])  # (x²)ᵀ Δm
         self.X[rows, cols] = scores
-        return uniq_c, grew
 
     def _add(self, target: NDArray[Any], cols: IntArray, row_part: NDArray[Any],
              col_part: NDArray[Any]) -> None:
@@ -642,18 +658,28 @@ class BenchmarkState:
                                      self.perturbed[(variant, item_id, model)])
 
 
+def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) -> bool:
+    """Whether the dense fold of ``n`` new cells on ``rows`` items of ``cols`` models, against
+    a board of ``k`` models, costs less than the sparse one (the constants above).
+
+    The dense products multiply the whole (parts·cols × rows) block, filled or not: parts·cols
+    × rows × parts·k for the partners and (parts + 1)·cols² × rows for the batch's own cells.
+    The sparse ones multiply only the n cells: parts·n × parts·k, after a fixed set-up. So a
+    block that is full (one model's results, or one item's across the models) goes dense, and
+    a thin one (shuffled results of many models over many items) sparse.
+    """
+    parts = 2 if binary else 3
+    dense = (_DENSE_MADD[binary] * (parts * cols * rows * parts * k
+                                    + (parts + 1) * cols * cols * rows)
+             + _DENSE_CELL * parts * cols * rows)
+    sparse = _SPARSE_MADD * parts * n * parts * k + _SPARSE_SETUP
+    return dense <= sparse
+
+
 def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray) -> None:
     """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``."""
     coo = product.tocoo()
     np.add.at(target, (coo.row, cols[coo.col]), coo.data)
-
-
-def _at_cols(block: NDArray[Any], cols: IntArray) -> NDArray[Any]:
-    """(t × k) zeros with columns ``cols`` set from the transposed (t × k) ``block``'s
-    columns ``cols``: the column part of a pair among the batch's own columns."""
-    out = np.zeros_like(block)
-    out[:, cols] = block[:, cols].T
-    return out
 
 
 def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:

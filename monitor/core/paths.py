@@ -6,8 +6,12 @@ one run): the pair sums of the models a run touches (:meth:`BenchmarkState.fold_
 pass over the present models of each result), then the sequential decisions. A pair the run
 cannot have decided — its e-process's bound over the run stays below its threshold
 (:func:`monitor.stats.sequential.may_cross`) — is done; only the others are followed item by
-item (:func:`monitor.stats.sequential.advance`), in event order. :func:`exclude_rows` takes
-items out of the pair sums and starts the affected pairs' next e-process segment.
+item (:func:`monitor.stats.sequential.advance`), in event order. Before any of that, a pair
+is not read at all while the run cannot bring it the paired items its next decision needs at
+least (``BenchmarkState.recheck``, :func:`monitor.stats.sequential.items_to_decide`): the
+pairs a run reads are the few near a decision, not every pair of the models it touches.
+:func:`exclude_rows` takes items out of the pair sums and starts the affected pairs' next
+e-process segment.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from monitor.stats.sequential import (
     PairPaths,
     advance,
     block_share,
+    items_to_decide,
     log_e_sides,
     log_threshold,
     may_be_equivalent,
@@ -42,6 +47,7 @@ FloatArray = NDArray[np.float64]
 #: Results of one model per run: the bound of a run is loose by at most this many items.
 RUN = 256
 _NONE = np.zeros(0, dtype=np.int64)
+_NEVER = np.iinfo(np.int32).max  # ``recheck`` of a decided pair
 
 
 def pair_level(lo: IntArray, hi: IntArray, *, alpha: float, planned_models: int) -> FloatArray:
@@ -118,33 +124,47 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     k, cap = st.k, st.cap
     touched = np.unique(cols)
     # The pairs (c, j) of the run's models with every model, each once (lo < hi when both
-    # are in the run); only those with work left are read: undecided ones, and all of a
-    # model with scores other than 0/1 (a McNemar pair's switch is shown when decided too).
+    # are in the run), read row by row: (c, j) is at c · cap + j for j > c, at j · cap + c
+    # below. Only those the run can change are read further: a pair's paired items grow by
+    # at most the run's results of its two models, and a pair that cannot reach the count
+    # its next decision needs (``st.recheck``; decided pairs never) is left as it is — save
+    # all of a model with scores other than 0/1 (a McNemar pair's switch is shown when
+    # decided too).
     in_run = np.zeros(k, dtype=bool)
     in_run[touched] = True
-    j_all = np.arange(k)
-    lo_all = np.minimum(touched[:, None], j_all[None, :])
-    flat_all = lo_all * cap + np.maximum(touched[:, None], j_all[None, :])
-    work = st.paths.open(flat_all)
+    above = np.arange(k)[None, :] > touched[:, None]
+    count = np.bincount(cols, minlength=k).astype(np.int32)
+    recheck = st.recheck.reshape(cap, cap)
+    due = np.where(above, recheck[touched, :k], recheck[:k, touched].T)
+    reach = st.n[touched, :k] + count[touched][:, None]
+    reach += count[None, :k]
+    work = reach >= due
     nonbinary_col = st.nonbinary[:k] > 0
     if nonbinary_col.any():
         work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
-    work &= ~(in_run[None, :] & (j_all[None, :] <= touched[:, None]))
+    work &= above | ~in_run[None, :]
     ti, jj = np.nonzero(work)
     c = touched[ti]
+    lo, hi = np.minimum(c, jj), np.maximum(c, jj)
+    keep = st.paths.open(lo * cap + hi)
+    st.recheck[(lo * cap + hi)[~keep]] = _NEVER  # decided (a restored state starts at 0)
+    if nonbinary_col.any():
+        keep |= nonbinary_col[c] | nonbinary_col[jj]
+    c, jj = c[keep], jj[keep]
     before = st.pair_nsv(c, jj)
-    _, grew = st.fold_new(rows, cols, scores)
+    st.fold_new(rows, cols, scores)
     # Sampled clusters: the clustered decisions are the verdicts (the item-level pass below
     # still runs, for the item-level e-values shown beside them).
     clustered = (None if st.cpaths is None else
                  _cluster_pass(st, rows, cols, scores, alpha=alpha,
                                planned_models=planned_models))
-    grew = grew[ti, jj]
+    after = st.pair_nsv(c, jj)
+    grew = after[0] > before[0]
     if not grew.any():
         return _NONE if clustered is None else clustered
-    ti, jj, c = ti[grew], jj[grew], c[grew]
+    c, jj = c[grew], jj[grew]
     before = tuple(b[grew] for b in before)  # type: ignore[assignment]
-    after = st.pair_nsv(c, jj)
+    after = tuple(a[grew] for a in after)  # type: ignore[assignment]
     lo, hi = np.minimum(c, jj), np.maximum(c, jj)
     sign = np.where(c == lo, 1.0, -1.0)  # S of (lo, hi) from c's side
     flat = lo * cap + hi
@@ -180,10 +200,21 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                 start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
                 margin=margin, log_threshold=thr[u])
     pick = np.flatnonzero(exact)
-    if pick.size == 0:
-        return _NONE if clustered is None else clustered
-    base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
-    decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    decided = _NONE
+    if pick.size:
+        base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
+        decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+    # When the pairs read here need reading again: after as many more paired items as their
+    # next decision needs at least.
+    read = np.flatnonzero(need)
+    f = flat[read]
+    more = items_to_decide(
+        paths.kind[f], after[0][read], after[1][read] * sign[read], after[2][read],
+        start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
+        start_log_plus=paths.start_log_plus[f], start_log_minus=paths.start_log_minus[f],
+        log_threshold=thr[read], margin=st.spec.margin)
+    st.recheck[f] = np.minimum(after[0][read] + more, _NEVER)
+    st.recheck[decided] = _NEVER
     return decided if clustered is None else clustered
 
 
@@ -352,6 +383,7 @@ def exclude_rows(st: BenchmarkState, newly_excluded: IntArray) -> None:
                             start_log_minus=p.start_log_minus[flat])
     st.remove_rows(newly_excluded)
     st.excluded_rows[newly_excluded] = True
+    st.recheck[flat] = 0
     # The affected pairs' e-processes continue in a new segment from the sums without
     # the excluded items (the evidence seen so far stays frozen).
     p.restart(flat, sides_now, *st.path_sums(flat))

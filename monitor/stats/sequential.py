@@ -60,6 +60,7 @@ __all__ = [
     "PairPaths",
     "advance",
     "block_share",
+    "items_to_decide",
     "log_e_equivalence",
     "log_e_paths",
     "log_e_sides",
@@ -550,6 +551,63 @@ def may_cross(kind: NDArray[np.int8], before: tuple[FloatArray, FloatArray, Floa
         plus = ep.log_e_bounded_sides(seg_n, ds0[bd] + up, dv0[bd])[0] + start_log_plus[bd]
         minus = ep.log_e_bounded_sides(seg_n, ds0[bd] - down, dv0[bd])[1] + start_log_minus[bd]
         out[bd] = (plus >= side_thr[bd]) | (minus >= side_thr[bd])
+    return out
+
+
+def items_to_decide(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: FloatArray, *,
+                    start_n: FloatArray, start_s: FloatArray, start_v: FloatArray,
+                    start_log_plus: FloatArray, start_log_minus: FloatArray,
+                    log_threshold: FloatArray, margin: float | None) -> IntArray:
+    """The fewest further paired items before an undecided pair at (n, S, V) can be resolved
+    or declared equivalent: a run that brings fewer cannot have decided it, so the live core
+    need not read the pair again until then. 0 where no bound is kept (a segment other than
+    a McNemar one with nothing frozen before it).
+
+    * Resolution: E₊ crosses exactly where n10 ≥ T[n01] (:func:`mcnemar_boundary`, T
+      nondecreasing), and n10 grows by at most one per item while n01 does not fall, so E₊
+      needs at least T[n01] − n10 more items; E₋ at least T[n10] − n01.
+    * Equivalence (``margin``) needs both of :func:`_equivalence_bound`'s sides at their
+      threshold; each grows with its centred gap — by at most (1 + Δ)/c per item — and falls
+      with its centred ΣD², which never falls, as in :func:`may_be_equivalent`.
+
+    Examples
+    --------
+    >>> thr = np.array([np.log(40.0)])
+    >>> m = items_to_decide(np.array([MCNEMAR], np.int8), np.array([10.0]), np.array([2.0]),
+    ...                     np.array([4.0]), start_n=np.zeros(1), start_s=np.zeros(1),
+    ...                     start_v=np.zeros(1), start_log_plus=np.zeros(1),
+    ...                     start_log_minus=np.zeros(1), log_threshold=thr, margin=None)
+    >>> t = mcnemar_boundary(float(thr[0] + np.log(2.0)), 4)  # n10 = 3, n01 = 1
+    >>> int(m[0]) == t[1] - 3
+    True
+    """
+    side_thr = np.asarray(log_threshold, dtype=np.float64) + _LOG2
+    out = np.zeros(np.shape(n), dtype=np.int64)
+    table = np.flatnonzero((kind == MCNEMAR) & (start_log_plus == 0.0) & (start_log_minus == 0.0))
+    if table.size == 0:
+        return out
+    ds = s[table] - start_s[table]
+    dv = np.maximum(v[table] - start_v[table], 0.0)
+    a = np.rint(np.maximum((dv + ds) / 2.0, 0.0)).astype(np.int64)
+    b = np.rint(np.maximum((dv - ds) / 2.0, 0.0)).astype(np.int64)
+    need = np.zeros(table.size, dtype=np.int64)
+    for level, at in _level_groups(side_thr[table]):
+        bound = mcnemar_boundary(level, int(max(a[at].max(), b[at].max())) + 1)
+        need[at] = np.minimum(bound[b[at]] - a[at], bound[a[at]] - b[at])
+    if margin is not None:
+        seg_n = np.maximum(n[table] - start_n[table], 0.0)
+        eq = np.zeros(table.size)
+        for centre, sign in ((margin, -1.0), (-margin, 1.0)):
+            c = 1.0 - centre if sign < 0 else 1.0 + centre
+            sc = sign * (ds - seg_n * centre)  # the centred gap, unscaled
+            vc = np.maximum((v[table] - start_v[table]) - 2.0 * centre * ds
+                            + seg_n * centre * centre, 0.0) / (c * c)
+            thr = side_thr[table]
+            # the scaled gap at which the side's bound reaches thr, with ΣD² where it is now
+            reach = np.where(thr <= vc / 2.0, np.sqrt(2.0 * vc * thr), thr + vc / 2.0)
+            eq = np.maximum(eq, (reach * c - sc) / (1.0 + margin))
+        need = np.minimum(need, np.floor(eq).astype(np.int64))
+    out[table] = np.maximum(need, 1)
     return out
 
 

@@ -17,7 +17,7 @@ from monitor.core.board import BenchmarkState
 def _real_nbytes(st: BenchmarkState) -> int:
     """The bytes of every array of the numeric state, as numpy counts them."""
     arrays = [st.X, st.group, st.excluded_rows, st.n, st.sx, st.p, st.codes, st.decided_at,
-              st.nonbinary, *(getattr(st.paths, f) for f in st.paths.__dataclass_fields__)]
+              st.recheck, st.nonbinary, *(getattr(st.paths, f) for f in st.paths.__dataclass_fields__)]
     arrays += [a for a in (st.sx2, st.Y) if a is not None]
     blocks = st.blocks[1].nbytes if st.blocks is not None else st.cap * st.cap
     return int(sum(a.nbytes for a in arrays)) + blocks
