@@ -56,7 +56,7 @@ PEER_Z = float(norm.ppf(0.975))
 MARGINS = (0.005, 0.01, 0.02)
 SEEDS = (1, 2, 3, 4, 5)
 NULL_OTHERS = 4
-NULL_ITEMS = 3000
+NULL_ITEMS = 2000
 NULL_ACCURACY = 0.6
 
 #: Verdict codes: the new model better, the other better, equivalent, open.
@@ -316,14 +316,12 @@ class Null:
         return float(np.mean(f > 0)), float(f.sum() / (self.sims * self.pairs))
 
 
-def null_runs(*, sims: int, margin: float, seed: int = 20240601) -> Null:
-    """``sims`` boards of ``NULL_OTHERS`` + 1 equal models × ``NULL_ITEMS`` items; the last
-    arrives as the new model in a shuffled order; ours and the peer stop as on the real
-    boards."""
+def _null_chunk(sims: int, margin: float, seed: int) -> list[tuple[int, int, float, float]]:
+    """(ours' false decisions, the peer's, ours' saving, the peer's) of ``sims`` simulations."""
     rng = np.random.default_rng(seed)
     models = [f"m{j}" for j in range(NULL_OTHERS + 1)]
     items = [f"q{i}" for i in range(NULL_ITEMS)]
-    ours_false, peer_false, ours_saved, peer_saved = [], [], [], []
+    out = []
     for _ in range(sims):
         x = _null_scores(rng, len(models), NULL_ITEMS)
         board = Board("null", "items", items, [None] * NULL_ITEMS, models, x)
@@ -332,12 +330,27 @@ def null_runs(*, sims: int, margin: float, seed: int = 20240601) -> Null:
         ours = run_ours(base, board, NULL_OTHERS, order, margin)
         d = x[order][:, [NULL_OTHERS]] - x[order][:, :NULL_OTHERS]
         peer = interval_stop(d, margin=margin)
-        ours_false.append(int(np.isin(ours.at_stop, (NEW, OTHER)).sum()))
-        peer_false.append(int(np.isin(peer.at_stop, (NEW, OTHER)).sum()))
-        ours_saved.append(ours.saved)
-        peer_saved.append(peer.saved)
-    return Null(margin, sims, NULL_OTHERS, np.array(ours_false), np.array(peer_false),
-                float(np.median(ours_saved)), float(np.median(peer_saved)))
+        out.append((int(np.isin(ours.at_stop, (NEW, OTHER)).sum()),
+                    int(np.isin(peer.at_stop, (NEW, OTHER)).sum()), ours.saved, peer.saved))
+    return out
+
+
+def null_runs(*, sims: int, margin: float, seed: int = 20240601, jobs: int = 1) -> Null:
+    """``sims`` boards of ``NULL_OTHERS`` + 1 equal models × ``NULL_ITEMS`` items; the last
+    arrives as the new model in a shuffled order; ours and the peer stop as on the real
+    boards. ``jobs`` chunks of simulations, each seeded (``seed``, chunk)."""
+    sizes = [sims // jobs + (c < sims % jobs) for c in range(jobs)]
+    seeds = [seed * 1000 + c for c in range(jobs)]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs) as pool:
+            chunks = list(pool.map(_null_chunk, sizes, [margin] * jobs, seeds))
+    else:
+        chunks = [_null_chunk(sizes[0], margin, seeds[0])]
+    runs = np.array([r for chunk in chunks for r in chunk], dtype=float).reshape(-1, 4)
+    return Null(margin, sims, NULL_OTHERS, runs[:, 0], runs[:, 1],
+                float(np.median(runs[:, 2])), float(np.median(runs[:, 3])))
 
 
 def _pct(x: float) -> str:
@@ -381,14 +394,14 @@ def report(cells: list[Cell], nulls: list[Null], *, seeds: int, batch: int = BAT
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
-                    help="8 models per board, 2 seeds, 40 null simulations")
+                    help="8 models per board, 2 seeds, 20 null simulations")
     ap.add_argument("--seeds", type=int, default=None, help="shuffled orders (default 5)")
     ap.add_argument("--margins", type=float, nargs="+", default=None,
                     help="equivalence margins in points (default 0.5 1 2)")
     ap.add_argument("--benchmark", choices=("mmlu_pro", "gsm8k"), action="append",
                     help="only this board (repeatable; default both)")
     ap.add_argument("--null-sims", type=int, default=None,
-                    help="null simulations per margin (default 200)")
+                    help="null simulations per margin (default 100)")
     ap.add_argument("--models", type=int, default=None,
                     help="only the first N models of each board as the new model")
     ap.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
@@ -396,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     seeds = tuple(range(1, 1 + (args.seeds or (2 if args.quick else len(SEEDS)))))
     margins = (tuple(m / 100.0 for m in args.margins) if args.margins else MARGINS)
     models = args.models or (8 if args.quick else None)
-    sims = args.null_sims if args.null_sims is not None else (40 if args.quick else 200)
+    sims = args.null_sims if args.null_sims is not None else (20 if args.quick else 100)
     cells: list[Cell] = []
     t0 = time.perf_counter()
     for name in args.benchmark or ["mmlu_pro", "gsm8k"]:
@@ -405,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
                          jobs=args.jobs)
         print(f"{name}: {len(board.models)} models × {len(board.items):,} items, "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-    nulls = [null_runs(sims=sims, margin=m) for m in margins] if sims else []
+    nulls = [null_runs(sims=sims, margin=m, jobs=args.jobs) for m in margins] if sims else []
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
     report(cells, nulls, seeds=len(seeds))
 

@@ -8,16 +8,22 @@ costs is only the decisions the rest of the benchmark would have added (docs/unt
 
 * **Settled pairs.** Resolved or equivalent (decided, final), or not decidable under the
   board's design (sampled clusters with too few clusters).
-* **Futile pairs** (the rule that decides the saving). An open pair is futile when the
-  predictive probability that either decision is reached by its last item is below
-  ``FUTILITY``: with n paired items, δ̂ and σ̂² now, and R items of the other model still to
-  pair, the final gap δ̂_N (N = n + R) is predicted as N(δ̂, σ̂² R/(N n)) (a flat prior on δ
-  and the R items' mean around it: predictive power, Spiegelhalter et al. 1986); resolution
-  needs |δ̂_N| beyond the half-width w_N of the pair's confidence sequence at N items, and
-  equivalence |δ̂_N| + w_N < Δ. w_N is the kernel's confidence sequence at its share read at
-  N items with the same σ̂² (``cs_bounded``). No pair is futile before ``MIN_ITEMS`` items.
-  The rule only decides when to stop asking for items; it takes no decision about a pair.
-* **The model is settled** when every pair in the question is settled or futile: ``stop``.
+* **Open pairs' prospects.** For an open pair, the predictive probability that either
+  decision is reached by its last item: with n paired items, δ̂ and σ̂² now, and R items of the
+  other model still to pair, the final gap δ̂_N (N = n + R) is predicted as
+  N(δ̂, σ̂² R/(N n)) (a flat prior on δ and the R items' mean around it: predictive power,
+  Spiegelhalter et al. 1986); resolution needs |δ̂_N| beyond the half-width w_N of the pair's
+  confidence sequence at N items, and equivalence |δ̂_N| + w_N < Δ. w_N is the kernel's
+  confidence sequence at its share read at N items with the same σ̂² (``cs_bounded``). A pair
+  whose chance is below ``FUTILITY`` is shown as futile. Before ``MIN_ITEMS`` paired items a
+  pair has no estimate, and its chance counts as 1.
+* **The model is settled** (the rule that decides the saving) when every pair in the question
+  is settled, or when the items left are expected to decide fewer than ``FUTILITY`` of its
+  pairs: every open pair past ``MIN_ITEMS`` and the sum of the open pairs' chances below
+  ``FUTILITY`` × the pairs: ``stop``. The sum is the expected number of decisions the rest of
+  the benchmark would add, so a stop leaves that many open on average — a pair close to the
+  edge of a decision may be among them. The rule only decides when to stop asking for items;
+  it takes no decision about a pair, and costs none of the decisions taken.
   The question can be narrowed: pairs with a named set of models (``against``), "is it in the
   top K" (``top``: settled when its rank set lies within 1…K or below K), an item budget.
 * **A model with no result yet** (an evaluation about to start) gets ``continue`` with the
@@ -42,7 +48,8 @@ from scipy.special import ndtr
 from monitor.core.table import PairTable, undecidable_reason
 from monitor.stats.figures import PairRecord
 
-#: An open pair whose predictive chance of a decision by its last item is below this is futile.
+#: The model is settled when the items left are expected to decide fewer than this share of
+#: its pairs (an open pair whose own chance is below it is shown as futile).
 FUTILITY = 0.05
 #: No pair is futile before this many paired items (the estimates are too rough before).
 MIN_ITEMS = 200
@@ -153,11 +160,12 @@ def _open_pairs(figs: Sequence[PairRecord], items_left: Sequence[int], margin: f
     s = np.array([f.s for f in figs])
     v = np.array([f.v for f in figs])
     delta = np.array([f.delta for f in figs])
-    s2 = np.maximum(np.array([f.sigma_d2 for f in figs]), 1e-12)
+    s2 = np.array([f.sigma_d2 for f in figs])
     left = np.asarray(items_left, dtype=float)
     level = np.array([f.e_alpha for f in figs])
-    ripe = (n >= MIN_ITEMS) & np.isfinite(delta)
+    ripe = (n >= MIN_ITEMS) & np.isfinite(delta) & np.isfinite(s2)
     d0 = np.where(ripe, delta, 0.0)
+    s2 = np.where(ripe, np.maximum(s2, 1e-12), 1.0)  # a stand-in where there is no estimate
     total = n + left
     # The interval now (the kernel's, as the pair's figures show it) and at the last item
     # with the variance now.
@@ -286,9 +294,11 @@ def _decide(pairs: list[PairPlan], *, items_done: int, items_total: int,
     open_ = [p for p in pairs if not p.settled]
     if not open_:
         return "stop", f"settled: all {len(pairs)} pairs are decided"
+    young = [p for p in open_ if p.chance is None or p.n < MIN_ITEMS]
+    expected = sum(p.chance or 0.0 for p in open_)
+    if not young and expected < FUTILITY * len(pairs):
+        return "stop", (f"{len(pairs) - len(open_)} of {len(pairs)} pairs decided; the items "
+                        f"left are expected to decide {expected:.2f} of the {len(open_)} open "
+                        f"(< {FUTILITY:g} of the {len(pairs)} pairs)")
     live = [p for p in open_ if not p.futile]
-    if not live:
-        return "stop", (f"{len(pairs) - len(open_)} of {len(pairs)} pairs decided; the "
-                        f"{len(open_)} open cannot be settled within the items left "
-                        f"(predictive chance of a decision < {FUTILITY:g} each)")
     return "continue", f"{len(live)} open pair(s) may still be decided"
