@@ -387,8 +387,10 @@ def report(cells: list[Cell], nulls: list[Null], *, seeds: int, batch: int = BAT
                      f"{100 * op:.2f} %", _pct(z.ours_saved), f"{100 * pm:.1f} %",
                      f"{100 * pp:.2f} %", _pct(z.peer_saved))
     console = Console(width=150)
-    console.print(table)
-    console.print(null)
+    if cells:
+        console.print(table)
+    if nulls:
+        console.print(null)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -398,8 +400,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=None, help="shuffled orders (default 5)")
     ap.add_argument("--margins", type=float, nargs="+", default=None,
                     help="equivalence margins in points (default 0.5 1 2)")
-    ap.add_argument("--benchmark", choices=("mmlu_pro", "gsm8k"), action="append",
-                    help="only this board (repeatable; default both)")
+    ap.add_argument("--benchmark", choices=("mmlu_pro", "gsm8k", "none"), action="append",
+                    help="only this board (repeatable; default both; none: the null "
+                         "simulations only)")
     ap.add_argument("--null-sims", type=int, default=None,
                     help="null simulations per margin (default 100)")
     ap.add_argument("--models", type=int, default=None,
@@ -412,15 +415,17 @@ def main(argv: list[str] | None = None) -> None:
     sims = args.null_sims if args.null_sims is not None else (20 if args.quick else 100)
     cells: list[Cell] = []
     t0 = time.perf_counter()
-    for name in args.benchmark or ["mmlu_pro", "gsm8k"]:
+    for name in [b for b in args.benchmark or ["mmlu_pro", "gsm8k"] if b != "none"]:
         board = load(name)
-        cells += measure(board, margins=margins, seeds=seeds, models=models,
-                         jobs=args.jobs)
+        done = measure(board, margins=margins, seeds=seeds, models=models, jobs=args.jobs)
         print(f"{name}: {len(board.models)} models × {len(board.items):,} items, "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
+        report(done, [], seeds=len(seeds))
+        cells += done
     nulls = [null_runs(sims=sims, margin=m, jobs=args.jobs) for m in margins] if sims else []
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
-    report(cells, nulls, seeds=len(seeds))
+    if nulls:
+        report([], nulls, seeds=len(seeds))
 
     goal = next((c for c in cells if c.benchmark == "mmlu_pro" and math.isclose(c.margin, 0.01)),
                 None)

@@ -6,10 +6,10 @@ equivalence, or resolution the wrong way, is wrong).
 
 Each stream is a board of one complete model and a new one, 0/1 scores discordant on 20 % of
 the items, the pair at share γ = α/2 (``planned_models`` = 2) with α large enough that an
-error rate above γ would show at a few hundred streams; the futility rule (no decision within
+error rate above γ would show at a hundred streams; the futility rule (no decision within
 reach of the items left) ends most null streams before the last item. The same streams read
 by a fixed-sample interval after every batch at the same level (the rule the plan replaces)
-exceed γ: the check can fail. Seeded.
+resolve in more than γ of the null streams: the check can fail. Seeded.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ ALPHA = 0.4
 SHARE = ALPHA / 2  # the one pair's share of α (planned for two models)
 MARGIN = 0.05
 ITEMS = 1000
-BATCH = 50
-STREAMS = 250
+BATCH = 100
+STREAMS = 80
 
 
 def _stream(rng: np.random.Generator, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -87,5 +87,7 @@ def test_an_evaluator_stopping_on_the_plan_errs_at_most_at_the_pairs_share(delta
     assert binomtest(wrong, STREAMS, SHARE, alternative="greater").pvalue > 0.01, wrong
     # The plan did stop early (futility or a decision), so stopping was exercised ...
     assert stopped_early > STREAMS // 2, stopped_early
-    # ... and the binomial check has teeth: the interval peeked at the same level errs more.
-    assert binomtest(peeked, STREAMS, SHARE, alternative="greater").pvalue < 0.01, peeked
+    # ... and under the null the binomial check has teeth: the interval peeked at the same
+    # level resolves far more often than γ.
+    if delta == 0:
+        assert binomtest(peeked, STREAMS, SHARE, alternative="greater").pvalue < 0.01, peeked
