@@ -8,16 +8,22 @@ costs is only the decisions the rest of the benchmark would have added (docs/unt
 
 * **Settled pairs.** Resolved or equivalent (decided, final), or not decidable under the
   board's design (sampled clusters with too few clusters).
-* **Futile pairs** (the rule that decides the saving). An open pair is futile when the
-  predictive probability that either decision is reached by its last item is below
-  ``FUTILITY``: with n paired items, δ̂ and σ̂² now, and R items of the other model still to
-  pair, the final gap δ̂_N (N = n + R) is predicted as N(δ̂, σ̂² R/(N n)) (a flat prior on δ
-  and the R items' mean around it: predictive power, Spiegelhalter et al. 1986); resolution
-  needs |δ̂_N| beyond the half-width w_N of the pair's confidence sequence at N items, and
-  equivalence |δ̂_N| + w_N < Δ. w_N is the kernel's confidence sequence at its share read at
-  N items with the same σ̂² (``cs_bounded``). No pair is futile before ``MIN_ITEMS`` items.
-  The rule only decides when to stop asking for items; it takes no decision about a pair.
-* **The model is settled** when every pair in the question is settled or futile: ``stop``.
+* **Open pairs' prospects.** For an open pair, the predictive probability that either
+  decision is reached by its last item: with n paired items, δ̂ and σ̂² now, and R items of the
+  other model still to pair, the final gap δ̂_N (N = n + R) is predicted as
+  N(δ̂, σ̂² R/(N n)) (a flat prior on δ and the R items' mean around it: predictive power,
+  Spiegelhalter et al. 1986); resolution needs |δ̂_N| beyond the half-width w_N of the pair's
+  confidence sequence at N items, and equivalence |δ̂_N| + w_N < Δ. w_N is the kernel's
+  confidence sequence at its share read at N items with the same σ̂² (``cs_bounded``). A pair
+  whose chance is below ``FUTILITY`` is shown as futile. Before ``MIN_ITEMS`` paired items a
+  pair has no estimate, and its chance counts as 1.
+* **The model is settled** (the rule that decides the saving) when every pair in the question
+  is settled, or when the items left are expected to decide fewer than ``FUTILITY`` of its
+  pairs: every open pair past ``MIN_ITEMS`` and the sum of the open pairs' chances below
+  ``FUTILITY`` × the pairs: ``stop``. The sum is the expected number of decisions the rest of
+  the benchmark would add, so a stop leaves that many open on average — a pair close to the
+  edge of a decision may be among them. The rule only decides when to stop asking for items;
+  it takes no decision about a pair, and costs none of the decisions taken.
   The question can be narrowed: pairs with a named set of models (``against``), "is it in the
   top K" (``top``: settled when its rank set lies within 1…K or below K), an item budget.
 * **A model with no result yet** (an evaluation about to start) gets ``continue`` with the
@@ -39,9 +45,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr
 
-from monitor.core.table import PairTable, PairView
+from monitor.core.table import PairTable, undecidable_reason
+from monitor.stats.figures import PairRecord
 
-#: An open pair whose predictive chance of a decision by its last item is below this is futile.
+#: The model is settled when the items left are expected to decide fewer than this share of
+#: its pairs (an open pair whose own chance is below it is shown as futile).
 FUTILITY = 0.05
 #: No pair is futile before this many paired items (the estimates are too rough before).
 MIN_ITEMS = 200
@@ -139,41 +147,61 @@ def item_keys(benchmark: str, item_ids: Sequence[str]) -> np.ndarray:
          for i in item_ids), dtype=np.uint64, count=len(item_ids))
 
 
-def _chance(view: PairView, items_left: int, margin: float | None) -> tuple[float, int | None]:
-    """The predictive chance that the pair is decided by its last item, and the items it is
-    estimated to need (None when more than are left)."""
+def _open_pairs(figs: Sequence[PairRecord], items_left: Sequence[int], margin: float | None
+                ) -> list[tuple[float | None, float | None, float | None, int | None]]:
+    """Per open pair: its confidence sequence now (low, high), the predictive chance that it
+    is decided by its last item, and the items it is estimated to need (None when more than
+    are left). One solve for every end: a plan reads all the open pairs of its model."""
     from monitor.stats.eprocess import cs_bounded
 
-    f = view.figures
-    n, delta, s2 = f.n, f.delta, max(f.sigma_d2, 1e-12)
-    if n < MIN_ITEMS or not math.isfinite(delta):
-        return 1.0, None
-    total = n + items_left
-    lo, hi = cs_bounded(total, total * delta, total * (s2 + delta * delta), alpha=f.e_alpha)
-    w_end = (float(hi) - float(lo)) / 2.0
-    sd = math.sqrt(s2 * items_left / (total * n)) if items_left > 0 else 0.0
+    if not figs:
+        return []
+    n = np.array([f.n for f in figs], dtype=float)
+    s = np.array([f.s for f in figs])
+    v = np.array([f.v for f in figs])
+    delta = np.array([f.delta for f in figs])
+    s2 = np.array([f.sigma_d2 for f in figs])
+    left = np.asarray(items_left, dtype=float)
+    level = np.array([f.e_alpha for f in figs])
+    ripe = (n >= MIN_ITEMS) & np.isfinite(delta) & np.isfinite(s2)
+    d0 = np.where(ripe, delta, 0.0)
+    s2 = np.where(ripe, np.maximum(s2, 1e-12), 1.0)  # a stand-in where there is no estimate
+    total = n + left
+    # The interval now (the kernel's, as the pair's figures show it) and at the last item
+    # with the variance now.
+    lo, hi = cs_bounded(np.r_[n, total], np.r_[s, total * d0],
+                        np.r_[v, total * (s2 + d0 * d0)], alpha=np.r_[level, level])
+    lo, hi = np.atleast_1d(lo), np.atleast_1d(hi)
+    k = len(figs)
+    cs_low, cs_high = lo[:k], hi[:k]
+    w_end = (hi[k:] - lo[k:]) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sd = np.where(ripe, np.sqrt(s2 * left / (total * np.maximum(n, 1.0))), 0.0)
 
-    def above(x: float) -> float:  # P(δ̂_N > x)
-        if sd == 0.0:
-            return float(delta > x)
-        return float(ndtr((delta - x) / sd))
+    def above(x: np.ndarray) -> np.ndarray:  # P(δ̂_N > x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(sd > 0, (d0 - x) / np.where(sd > 0, sd, 1.0), 0.0)
+        return np.where(sd > 0, ndtr(z), (d0 > x).astype(float))
 
-    resolve = above(w_end) + (1.0 - above(-w_end))
-    equal = 0.0
-    if margin is not None and w_end < margin:
+    chance = above(w_end) + (1.0 - above(-w_end))
+    if margin is not None:
         edge = margin - w_end
-        equal = max(above(-edge) - above(edge), 0.0)
-    # Items needed: the width shrinks about as 1/√N (the log factor moves slowly), so the
-    # width now gives the constant.
-    needed: int | None = None
-    if f.cs_low is not None and f.cs_high is not None and n > 0:
-        c = ((f.cs_high - f.cs_low) / 2.0) ** 2 * n / s2
-        targets = [abs(delta)] + ([margin - abs(delta)] if margin is not None else [])
-        reach = [c * s2 / t ** 2 for t in targets if t > 0]
-        if reach:
-            more = max(math.ceil(min(reach) - n), 0)
-            needed = more if more <= items_left else None
-    return min(resolve + equal, 1.0), needed
+        chance = chance + np.where(edge > 0, np.maximum(above(-edge) - above(edge), 0.0), 0.0)
+    chance = np.where(ripe, np.minimum(chance, 1.0), 1.0)
+    out: list[tuple[float | None, float | None, float | None, int | None]] = []
+    for j, f in enumerate(figs):
+        needed: int | None = None
+        if ripe[j]:
+            # The width shrinks about as 1/√N (the log factor moves slowly), so the width
+            # now gives the constant.
+            c = ((cs_high[j] - cs_low[j]) / 2.0) ** 2 * n[j] / s2[j]
+            targets = [abs(f.delta)] + ([margin - abs(f.delta)] if margin is not None else [])
+            reach = [c * s2[j] / t ** 2 for t in targets if t > 0]
+            if reach:
+                more = max(math.ceil(min(reach) - n[j]), 0)
+                needed = more if more <= items_left[j] else None
+        out.append((float(cs_low[j]), float(cs_high[j]), float(chance[j]), needed))
+    return out
 
 
 def build_plan(
@@ -217,16 +245,19 @@ def build_plan(
         rank = (low[r], high[r])
     pairs: list[PairPlan] = []
     if m in table.order and others:
-        views = table.views([(m, o) for o in others])
-        for o, view in zip(others, views, strict=True):
-            left = int(np.count_nonzero(present[:, o] & ~done))
-            verdict = view.as_dict()["verdict"]
-            chance, needed = (None, None) if verdict != "unresolved" else _chance(
-                view, left, margin)
-            f = view.figures
+        fig = table.light([(m, o) for o in others])
+        figs = [fig.record(j) for j in range(len(others))]
+        lefts = np.count_nonzero(present[:, others] & ~done[:, None], axis=0).tolist()
+        verdicts = ["undecidable" if undecidable_reason(f) is not None else table.verdict(m, o)
+                    for f, o in zip(figs, others, strict=True)]
+        open_ = [j for j, v in enumerate(verdicts) if v == "unresolved"]
+        reads = dict(zip(open_, _open_pairs([figs[j] for j in open_],
+                                            [lefts[j] for j in open_], margin), strict=True))
+        for j, (o, f) in enumerate(zip(others, figs, strict=True)):
+            cs_low, cs_high, chance, needed = reads.get(j, (None, None, None, None))
             pairs.append(PairPlan(
-                model=table.models[o], verdict=verdict, n=f.n, delta=f.delta,
-                cs_low=f.cs_low, cs_high=f.cs_high, items_left=left, chance=chance,
+                model=table.models[o], verdict=verdicts[j], n=f.n, delta=f.delta,
+                cs_low=cs_low, cs_high=cs_high, items_left=int(lefts[j]), chance=chance,
                 items_needed=needed, decided_at=f.headline_decided_n))
     todo = np.flatnonzero(compared & ~done)
     if count > 0 and todo.size:
@@ -263,9 +294,11 @@ def _decide(pairs: list[PairPlan], *, items_done: int, items_total: int,
     open_ = [p for p in pairs if not p.settled]
     if not open_:
         return "stop", f"settled: all {len(pairs)} pairs are decided"
+    young = [p for p in open_ if p.chance is None or p.n < MIN_ITEMS]
+    expected = sum(p.chance or 0.0 for p in open_)
+    if not young and expected < FUTILITY * len(pairs):
+        return "stop", (f"{len(pairs) - len(open_)} of {len(pairs)} pairs decided; the items "
+                        f"left are expected to decide {expected:.2f} of the {len(open_)} open "
+                        f"(< {FUTILITY:g} of the {len(pairs)} pairs)")
     live = [p for p in open_ if not p.futile]
-    if not live:
-        return "stop", (f"{len(pairs) - len(open_)} of {len(pairs)} pairs decided; the "
-                        f"{len(open_)} open cannot be settled within the items left "
-                        f"(predictive chance of a decision < {FUTILITY:g} each)")
     return "continue", f"{len(live)} open pair(s) may still be decided"

@@ -266,6 +266,17 @@ class PairTable:
                 self._records[p] = (fig, j)
         return [self._records[p] for p in pairs]
 
+    def light(self, pairs: list[tuple[int, int]]) -> PairFigures:
+        """The kernel's figures of ``pairs`` (entry j: pair j) without the intervals and
+        p-values: the sums, estimates and decisions, for readers that need no more of every
+        pair (the plan solves the intervals of its open pairs itself). Not cached."""
+        self._check_fresh()
+        a = np.asarray([p[0] for p in pairs], dtype=np.int64)
+        b = np.asarray([p[1] for p in pairs], dtype=np.int64)
+        return pair_figures(self.source.pair_sums(a, b), alpha=self.family_alpha,
+                            power=self.power, e_alpha=self.levels_of(a, b), intervals=False,
+                            p_values=False)
+
     def records(self, pairs: list[tuple[int, int]]) -> list[PairRecord]:
         """Full figures (with the confidence sequence and q_AV) of ``pairs``, cached."""
         return [fig.record(j) for fig, j in self._computed(pairs)]

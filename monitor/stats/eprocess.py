@@ -302,12 +302,14 @@ def cs_bounded(
     alpha: ArrayLike = 0.05,
     v_opt: float = V_OPT,
     alpha_opt: float = ALPHA_OPT,
+    steps: int = _BISECT_STEPS,
 ) -> tuple[Any, Any]:
     """Time-uniform confidence sequence for δ: {δ : E_n(δ) < 1/α} from ``log_e_bounded``.
 
     The ends are found by vectorised bisection on each side of the point estimate S/n, where
     E_n is at its smallest; before any item the interval is [−1, 1]. ``alpha`` may be one
-    level per pair (broadcast with n, S and V).
+    level per pair (broadcast with n, S and V). ``steps`` bisections place each end within
+    2^−steps (the default, to the float's last digit; a planning figure needs fewer).
 
     Examples
     --------
@@ -328,21 +330,25 @@ def cs_bounded(
     edge = 1.0 - 1e-9
     center = np.clip(center, -edge, edge)
 
+    # Both ends in one bisection (each element bisects on its own): the same ends as two
+    # solves, at half the calls.
+    n2, s2, v2, thr2 = (np.concatenate([x.ravel(), x.ravel()]) for x in (nn, ss, vv, thr))
+
     def f(delta: Any) -> Any:
-        return log_e_bounded(nn, ss, vv, delta=delta, v_opt=v_opt, alpha_opt=alpha_opt) - thr
+        return log_e_bounded(n2, s2, v2, delta=delta, v_opt=v_opt, alpha_opt=alpha_opt) - thr2
 
-    def solve(inside: Any, outside: Any) -> Any:
-        # f(inside) < 0 ≤ f(outside) wherever a crossing exists; keep the inside end.
-        reach = f(outside) >= 0
-        lo_, _ = _bisect(lambda x: f(x) >= 0, inside.copy(), outside.copy())
-        return np.where(reach, lo_, np.sign(outside) * 1.0)
-
-    high = solve(center, np.full_like(center, edge))
-    low = solve(center, np.full_like(center, -edge))
-    inside_ok = f(center) < 0
+    c = center.ravel()
+    inside = np.concatenate([c, c])
+    outside = np.concatenate([np.full_like(c, edge), np.full_like(c, -edge)])
+    # f(inside) < 0 ≤ f(outside) wherever a crossing exists; keep the inside end.
+    reach = f(outside) >= 0
+    ends, _ = _bisect(lambda x: f(x) >= 0, inside.copy(), outside.copy(), steps)
+    ends = np.where(reach, ends, np.sign(outside) * 1.0)
     # The estimate itself excluded can only happen for degenerate tiny n; report the point.
-    high = np.where(inside_ok, high, center)
-    low = np.where(inside_ok, low, center)
+    inside_ok = f(inside) < 0
+    ends = np.where(inside_ok, ends, inside)
+    high = ends[:c.size].reshape(center.shape)
+    low = ends[c.size:].reshape(center.shape)
     if high.ndim == 0:
         return float(low), float(high)
     return low, high
