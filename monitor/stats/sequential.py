@@ -578,7 +578,7 @@ def items_to_decide(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: Flo
     ...                     start_v=np.zeros(1), start_log_plus=np.zeros(1),
     ...                     start_log_minus=np.zeros(1), log_threshold=thr, margin=None)
     >>> t = mcnemar_boundary(float(thr[0] + np.log(2.0)), 4)  # n10 = 3, n01 = 1
-    >>> int(m[0]) == t[1] - 3
+    >>> bool(int(m[0]) == t[1] - 3)
     True
     """
     side_thr = np.asarray(log_threshold, dtype=np.float64) + _LOG2
