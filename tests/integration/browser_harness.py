@@ -144,6 +144,15 @@ class Tab:
             await asyncio.sleep(0.05)
         raise AssertionError(f"{url} did not load within {timeout}s")
 
+    async def wait_event(self, method: str, *, since: int, timeout: float = 30.0) -> None:
+        """Wait until an event ``method`` arrived after the first ``since`` events (the
+        DevTools events come on their own socket messages, after what the page shows)."""
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events[since:]):
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no {method} within {timeout}s")
+            await asyncio.sleep(0.05)
+
     async def evaluate(self, expression: str) -> Any:
         result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True,
                                  awaitPromise=True)

@@ -215,7 +215,7 @@ async def _drive(browser: Chromium, base: str, token: str, quoted: str,
             await tab.evaluate("document.getElementById('report').click(); true")
             await tab.wait_for("location.protocol === 'blob:' && "
                                "document.querySelectorAll('section svg').length === 5", 120)
-            assert any(e.get("method") == "Page.loadEventFired" for e in tab.events[start:])
+            await tab.wait_event("Page.loadEventFired", since=start)
             assert await tab.evaluate(
                 "getComputedStyle(document.querySelector('th')).backgroundColor") != \
                 "rgba(0, 0, 0, 0)"  # the report's own style sheet applies
