@@ -137,12 +137,7 @@ class Tab:
     async def navigate(self, url: str, timeout: float = 60.0) -> None:
         start = len(self.events)
         await self.send("Page.navigate", url=url)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(e.get("method") == "Page.loadEventFired" for e in self.events[start:]):
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{url} did not load within {timeout}s")
+        await self.wait_event("Page.loadEventFired", since=start, timeout=timeout)
 
     async def wait_event(self, method: str, *, since: int, timeout: float = 30.0) -> None:
         """Wait until an event ``method`` arrived after the first ``since`` events (the
