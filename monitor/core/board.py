@@ -46,7 +46,7 @@ _BLOCK_BYTES = 8 << 20  # rows of the score matrix read at once by the cluster s
 _DENSE_BYTES = 16 << 20  # the dense fold's left operand ([Δm; Δx (; Δx²)]) at most
 # Seconds per multiply-add of the fold's products, and the sparse products' fixed set-up
 # (building, stacking and transposing the CSR operands, ~15 scipy calls), measured on one
-# core (OpenBLAS, scipy 1.14): a dense float32 product of the shapes a batch makes runs at
+# core (OpenBLAS, scipy 1.17): a dense float32 product of the shapes a batch makes runs at
 # 0.04–0.06 ns per multiply-add (0.13 ns with a handful of rows), float64 at twice that; a
 # CSR × dense product at 0.6–0.75 ns whatever the dtype; the set-up costs 1–3 ms.
 _DENSE_MADD = {True: 0.06e-9, False: 0.12e-9}
