@@ -361,17 +361,27 @@ class BenchmarkState:
         With Δ the new cells and A the scores before, the sums change by ΔᵀA′ + AᵀΔ
         (A′ = A + Δ): rows ``cols`` by the first, columns ``cols`` by the second — by sparse
         products, O(new cells × models), or by dense ones over the batch's (models × items)
-        block where that costs less (:func:`dense_fold_cheaper`).
+        block where that costs less (:func:`dense_fold_cheaper`). The dense block spans the
+        batch's columns as one range when they fill most of it (one item's results across
+        the models, a few consecutive models), so its sums are written through slices.
         """
         uniq_r, r_inv = np.unique(rows, return_inverse=True)
         uniq_c, c_inv = np.unique(cols, return_inverse=True)
         if np.any((scores != 0.0) & (scores != 1.0)):
             self.to_float()
         parts = 2 if self.binary else 3  # [Δm; Δx (; Δx²)]
-        block = parts * uniq_c.size * uniq_r.size * (4 if self.binary else 8)
+        width = int(uniq_c[-1] - uniq_c[0]) + 1
+        span = width <= uniq_c.size + uniq_c.size // 2
+        t = width if span else uniq_c.size
+        block = parts * t * uniq_r.size * (4 if self.binary else 8)
         if block <= _DENSE_BYTES and dense_fold_cheaper(
-                rows.size, uniq_r.size, uniq_c.size, self.k, binary=self.binary):
-            self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+                rows.size, uniq_r.size, t, self.k, binary=self.binary):
+            if span:
+                c0 = int(uniq_c[0])
+                self._fold_dense(rows, cols, scores, uniq_r, r_inv, slice(c0, c0 + width),
+                                 cols - c0)
+            else:
+                self._fold_dense(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
         else:
             self._fold_sparse(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
 
@@ -408,24 +418,28 @@ class BenchmarkState:
         dmt = dm.T.tocsr()
         for target, f, g in ((row_n, dm, dmt), (row_sx, dx, dmt), (row_p, dx, dx.T.tocsr())):
             _add_sparse(target, f @ g, uniq_c)
-        self._add(self.n, uniq_c, row_n, dm_m)
-        self._add(self.sx, uniq_c, row_sx, dm_x)
-        self._add(self.p, uniq_c, row_p, dx_x)
+        self._add(self.n, uniq_c, row_n, dm_m.T)
+        self._add(self.sx, uniq_c, row_sx, dm_x.T)
+        self._add(self.p, uniq_c, row_p, dx_x.T)
         if self.sx2 is not None:
             dx2 = dx.multiply(dx).tocsr()
             row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
             _add_sparse(row_sx2, dx2 @ dmt, uniq_c)
-            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])
+            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:].T)
         self.X[rows, cols] = scores
 
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
-                    r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray) -> None:
+                    r_inv: IntArray, at: IntArray | slice, c_inv: IntArray) -> None:
         """:meth:`fold_new` with the batch's (columns × rows) block held dense (a full block:
         one model's results, one item's across the models, or a small board): the same sums,
         by dense products instead of sparse ones, whose set-up costs more than the arithmetic
-        of such a block. 0/1 sums are exact integers in float32;
-        other scores are summed in float64, with Σx² beside."""
-        k, t = self.k, uniq_c.size
+        of such a block. The block's columns are ``at`` (a range, or the batch's columns),
+        ``c_inv`` each cell's place in it. The row parts come from Δᵀ[A | A′] and the column
+        parts from a product in their own (models × columns) layout, so both are added
+        row-contiguous. 0/1 sums are exact integers in float32; other scores are summed in
+        float64, with Σx² beside."""
+        k = self.k
+        t = at.stop - at.start if isinstance(at, slice) else at.size
         binary = self.binary
         ftype = np.float32 if binary else np.float64
         parts = 2 if binary else 3  # [m | x (| x²)] and [Δm; Δx (; Δx²)]
@@ -440,33 +454,35 @@ class BenchmarkState:
             np.square(right[:, k:2 * k], out=right[:, 2 * k:])
             left[2 * t + c_inv, r_inv] = np.square(scores)
         with single_thread_blas():
-            prod = left @ right  # (parts·t × parts·k); 0/1: sums of products below 2^24
+            prod = left @ right  # Δfᵀ A (parts·t × parts·k); 0/1: sums below 2^24
+            col = right.T @ left[:2 * t].T  # Aᵀ [Δm | Δx] (parts·k × 2t): the column parts
             own = left @ left[:t].T  # [Δm; Δx (; Δx²)] against Δm: the batch's own cells
             own_p = left[t:2 * t] @ left[t:2 * t].T
-        dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
-        dx_m, dx_x = prod[t:2 * t, :k], prod[t:2 * t, k:2 * k]
-        row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
-        row_n[:, uniq_c] += own[:t]
-        row_sx[:, uniq_c] += own[t:2 * t]
-        row_p[:, uniq_c] += own_p
-        self._add(self.n, uniq_c, row_n, dm_m)
-        self._add(self.sx, uniq_c, row_sx, dm_x)
-        self._add(self.p, uniq_c, row_p, dx_x)
+        # Row parts Δfᵀ A′ = Δfᵀ A + Δfᵀ Δ, the second at the block's columns.
+        row_n, row_sx, row_p = prod[:t, :k], prod[t:2 * t, :k], prod[t:2 * t, k:2 * k]
+        row_n[:, at] += own[:t]
+        row_sx[:, at] += own[t:2 * t]
+        row_p[:, at] += own_p
+        self._add(self.n, at, row_n, col[:k, :t])  # mᵀ Δm
+        self._add(self.sx, at, row_sx, col[k:2 * k, :t])  # xᵀ Δm
+        self._add(self.p, at, row_p, col[k:2 * k, t:])  # xᵀ Δx
         if self.sx2 is not None:
-            row_sx2 = prod[2 * t:, :k].copy()  # Δx²ᵀ m′
-            row_sx2[:, uniq_c] += own[2 * t:]
-            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:])  # (x²)ᵀ Δm
+            row_sx2 = prod[2 * t:, :k]  # Δx²ᵀ m′
+            row_sx2[:, at] += own[2 * t:]
+            self._add(self.sx2, at, row_sx2, col[2 * k:, :t])  # (x²)ᵀ Δm
         self.X[rows, cols] = scores
 
-    def _add(self, target: NDArray[Any], cols: IntArray, row_part: NDArray[Any],
+    def _add(self, target: NDArray[Any], cols: IntArray | slice, row_part: NDArray[Any],
              col_part: NDArray[Any]) -> None:
+        """Add ``row_part`` (columns × models) to rows ``cols`` and ``col_part`` (models ×
+        columns) to columns ``cols`` of ``target``."""
         k = self.k
         if target.dtype.kind == "i":  # 0/1 products: exact integers already
             target[cols, :k] += row_part.astype(target.dtype)
-            target[:k, cols] += col_part.T.astype(target.dtype)
+            target[:k, cols] += col_part.astype(target.dtype)
         else:
             target[cols, :k] += row_part
-            target[:k, cols] += col_part.T
+            target[:k, cols] += col_part
 
     def remove_rows(self, rows: IntArray) -> None:
         """Take ``rows`` (present in the sums now) out of the pair sums."""
@@ -663,13 +679,15 @@ def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) ->
     a board of ``k`` models, costs less than the sparse one (the constants above).
 
     The dense products multiply the whole (parts·cols × rows) block, filled or not: parts·cols
-    × rows × parts·k for the partners and (parts + 1)·cols² × rows for the batch's own cells.
+    × rows × parts·k for the row parts, as many again (parts·k × rows × 2·cols) for the column
+    parts in their own layout, and (parts + 1)·cols² × rows for the batch's own cells.
     The sparse ones multiply only the n cells: parts·n × parts·k, after a fixed set-up. So a
     block that is full (one model's results, or one item's across the models) goes dense, and
     a thin one (shuffled results of many models over many items) sparse.
     """
     parts = 2 if binary else 3
     dense = (_DENSE_MADD[binary] * (parts * cols * rows * parts * k
+                                    + parts * k * rows * 2 * cols
                                     + (parts + 1) * cols * cols * rows)
              + _DENSE_CELL * parts * cols * rows)
     sparse = _SPARSE_MADD * parts * n * parts * k + _SPARSE_SETUP
