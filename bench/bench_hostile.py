@@ -22,15 +22,17 @@ from outside, as a client would:
 6. ``benchmarks``: ``BENCHES`` distinct one-result benchmarks in requests of 1,000, while
    another process polls /healthz: statuses, seconds, RSS, the poller's p99.
 
-Issue 23's probes, each while another process polls /healthz (its p99 is printed):
+Issue 23's probes, each while another process polls /healthz (its p99 is printed and stated
+in the probe's row of BENCHMARKS.md's table):
 
 7. ``c1-connections``: under ``ulimit -n 256``, 5,000 /healthz on fresh connections one after
    another (closed by the client, by the server, reset after the answer, half-closed, reset
    before a request), then 1,050 connections stuck in the middle of their headers: the
    statuses, the connections the server still counts once every socket is closed
    (``llm_monitor_http_connections``; "n/a" when the checkout has no such gauge).
-8. ``c2-budget``: 29 requests of 1,000 models × 3 items, each on a new benchmark: statuses,
-   seconds, RSS (peak), the state the server counts.
+8. ``c2-budget``: 29 requests of 1,000 models × 3 items, each on a new benchmark, with
+   ``max_state_bytes`` set to its default: statuses, seconds, RSS (peak, held to the budget
+   + 0.5 GB), the state the server counts.
 9. ``c3-cross-port``: the headers Chromium sends for a ``no-cors`` POST of a Blob (no
    Content-Type) from a page on another loopback port, and from ``localhost`` on the same
    port: statuses and whether the result was stored.
@@ -61,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._record import record
+from monitor.runners.settings import Settings
 from tests.integration.embedded_harness import HealthProbe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,14 +128,23 @@ class Srv:
 
 
 class Probe:
-    """The tests' /healthz prober (``HealthProbe``), started now and read by :meth:`finish`."""
+    """The tests' /healthz prober (``HealthProbe``), started now and read by :meth:`finish`;
+    then :attr:`p99_ms` holds its 99th percentile latency."""
 
     def __init__(self, port: int) -> None:
         self._probe = HealthProbe(port).__enter__()
+        self.p99_ms = float("nan")
+        self.failures = 0
 
     def finish(self) -> str:
         self._probe.__exit__(None, None, None)
+        self.p99_ms = 1000 * self._probe.p99()
+        self.failures = self._probe.failures
         return self._probe.summary()
+
+    def figure(self) -> str:
+        """The p99 as the records state it, after :meth:`finish`."""
+        return f"/healthz p99 {self.p99_ms:,.1f} ms"
 
 
 def _event(**kw: Any) -> bytes:
@@ -312,6 +324,22 @@ def _fresh_connection(port: int, pattern: int) -> str:
         s.close()
 
 
+# The five ways _fresh_connection leaves a connection, by its ``pattern``.
+_PATTERNS = ("client close", "server close", "reset after", "half-closed", "reset before")
+
+
+def _c1_met(by_pattern: dict[int, dict[str, int]], counted: str, probe: Probe) -> bool:
+    """The rule of test_hostile_connections' exact-count test: every answered /healthz is a
+    200 (a half-closed connection may be closed unanswered, one reset before its request gets
+    none), each of the three patterns that keep the connection open for the answer got all
+    of theirs, the poller never failed and its p99 is ≤ 250 ms, and once every socket is
+    closed the server counts exactly one connection: the scrape's own."""
+    seen = {status for got in by_pattern.values() for status in got}
+    return (seen <= {"200", "none", "reset"}
+            and all(by_pattern.get(p, {}) == {"200": 1000} for p in (0, 1, 2))
+            and probe.failures == 0 and probe.p99_ms <= 250 and counted == "1")
+
+
 def c1_connections(repo: Path, work: Path, new: bool) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4096:
@@ -320,11 +348,12 @@ def c1_connections(repo: Path, work: Path, new: bool) -> None:
     stuck: list[socket.socket] = []
     try:
         probe = Probe(srv.port)
-        statuses: dict[str, int] = {}
+        by_pattern: dict[int, dict[str, int]] = {}
         t0 = time.perf_counter()
         for k in range(5000):
             got = _fresh_connection(srv.port, k % 5)
-            statuses[got] = statuses.get(got, 0) + 1
+            tally = by_pattern.setdefault(k % 5, {})
+            tally[got] = tally.get(got, 0) + 1
         took = time.perf_counter() - t0
         for _ in range(1050):
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
@@ -335,23 +364,48 @@ def c1_connections(repo: Path, work: Path, new: bool) -> None:
         for s in stuck:
             s.close()
         stuck.clear()
-        time.sleep(1.0)
+        # The server sees the closes asynchronously: wait up to 5 s for the count to settle.
+        deadline = time.monotonic() + 5
+        while (counted := _metric(srv, "llm_monitor_http_connections")) not in ("1", "n/a") \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        statuses: dict[str, int] = {}
+        for tally in by_pattern.values():
+            for status, n in tally.items():
+                statuses[status] = statuses.get(status, 0) + n
+        patterns = "; ".join(
+            f"{_PATTERNS[p]} {dict(sorted(by_pattern[p].items()))}" for p in sorted(by_pattern))
         print(f"c1-connections: 5,000 fresh connections under ulimit -n 256 in {took:.1f} s → "
-              f"{dict(sorted(statuses.items()))}, then 1,050 stuck mid-headers; counted once "
-              f"all were closed: {_metric(srv, 'llm_monitor_http_connections')} (the scrape's "
-              f"own); meanwhile {during}")
+              f"{dict(sorted(statuses.items()))} ({patterns}), then 1,050 stuck mid-headers; "
+              f"counted once all were closed: {counted} (the scrape's own); meanwhile {during}")
         record("hostile: 5,000 fresh connections, 1,050 stuck mid-headers (ulimit -n 256)",
-               goal="every well-formed request answered; /healthz stays up",
-               figure=str(dict(sorted(statuses.items()))), peer=f"/healthz meanwhile: {during}",
-               met=set(statuses) == {200}, command="python -m bench.bench_hostile --only c1-connections")
+               goal="every answered /healthz a 200, all on connections kept open for the "
+                    "answer; /healthz p99 ≤ 250 ms, none failed; the count back to 1",
+               figure=f"{dict(sorted(statuses.items()))}; counted {counted}; {probe.figure()}",
+               peer=f"meanwhile {during}", met=_c1_met(by_pattern, counted, probe),
+               command="python -m bench.bench_hostile --only c1-connections")
     finally:
         for s in stuck:
             s.close()
         srv.stop()
 
 
+# The budget C2 starts the server with: the default of max_state_bytes, written out so that
+# the bound below is the one the server holds (an older checkout, without the setting, is
+# started with its defaults and held to the same bound). docs/operations.md "Caps": the
+# process stays under max_state_bytes + 0.5 GB.
+STATE_BUDGET = int(Settings.model_fields["max_state_bytes"].default)
+STATE_HEADROOM = 500_000_000
+
+
 def c2_budget(repo: Path, work: Path, new: bool) -> None:
-    srv = Srv(repo, work)
+    extra: tuple[str, ...] = ()
+    if new:
+        cfg = work / "c2.toml"
+        cfg.write_text(f"max_state_bytes = {STATE_BUDGET}\n")
+        extra = ("--config", str(cfg))
+    bound_mb = (STATE_BUDGET + STATE_HEADROOM) / 2**20  # memory_mb's unit (VmHWM kB / 1024)
+    srv = Srv(repo, work, *extra)
     try:
         probe = Probe(srv.port)
         statuses: dict[int, int] = {}
@@ -370,9 +424,12 @@ def c2_budget(repo: Path, work: Path, new: bool) -> None:
               f"in {took:.1f} s, RSS {rss:,.0f} MB (peak {peak:,.0f} MB), state counted "
               f"{state}; meanwhile {during}")
         record("hostile: 29 requests of 1,000 models × 3 items on new benchmarks",
-               goal="refused past the state budget (429), peak RSS ≤ max_state_bytes + 0.5 GB",
-               figure=f"{statuses}, peak RSS {peak:,.0f} MB", peer=f"/healthz meanwhile: {during}",
-               met=429 in statuses and peak <= 2500, command="python -m bench.bench_hostile --only c2-budget")
+               goal=f"refused past the state budget (429), peak RSS ≤ max_state_bytes "
+                    f"({STATE_BUDGET / 1e9:g} GB) + {STATE_HEADROOM / 1e9:g} GB "
+                    f"({bound_mb:,.0f} MB)",
+               figure=f"{statuses}, peak RSS {peak:,.0f} MB; {probe.figure()}",
+               peer=f"meanwhile {during}", met=429 in statuses and peak <= bound_mb,
+               command="python -m bench.bench_hostile --only c2-budget")
     finally:
         srv.stop()
 
@@ -405,8 +462,8 @@ def c3_cross_port(repo: Path, work: Path, new: bool) -> None:
               f"from http://localhost:<same port> → {got[1]}; stored: {stored}; meanwhile "
               f"{during}")
         record("hostile: cross-origin no-cors POST from a page on another port",
-               goal="refused, nothing stored", figure=f"{got[0]}, {got[1]}; stored {stored}",
-               peer=f"/healthz meanwhile: {during}", met=not stored,
+               goal="refused, nothing stored", figure=f"{got[0]}, {got[1]}; stored {stored}; {probe.figure()}",
+               peer=f"meanwhile {during}", met=not stored,
                command="python -m bench.bench_hostile --only c3-cross-port")
     finally:
         srv.stop()
@@ -441,7 +498,7 @@ def c4_slow_bodies(repo: Path, work: Path, new: bool) -> None:
         print(f"c4-slow-bodies: 8 bodies at a byte a second, then a valid POST → {status} in "
               f"{took:.2f} s; meanwhile {during}")
         record("hostile: 8 slow bodies, then a valid POST", goal="answered within 1 s",
-               figure=f"{status} in {took:.2f} s", peer=f"/healthz meanwhile: {during}",
+               figure=f"{status} in {took:.2f} s; {probe.figure()}", peer=f"meanwhile {during}",
                met=took <= 1.0, command="python -m bench.bench_hostile --only c4-slow-bodies")
     finally:
         for s in slow:

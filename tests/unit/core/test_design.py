@@ -87,3 +87,26 @@ def test_settings_declare_a_benchmark_s_design(tmp_path: object) -> None:
     core = Settings.build(config=cfg, serve_http=False).core_config()
     assert core.spec("passages") == BenchmarkSpec(design="clusters", cluster_items=3)
     assert core.spec("mmlu_pro").design == "strata"
+
+
+def test_the_guarantee_names_the_assumption_of_each_design() -> None:
+    """The ranking states its guarantee with what the declared design assumes: exchangeable
+    items in an order independent of their outcomes, fixed strata, or sampled clusters — a
+    different assumption for each design, each naming its own and not another's."""
+    events = _events(4, clusters=30)
+    rules = {}
+    for design in ("items", "strata", "clusters"):
+        mon = Monitor(CoreConfig(design=design, family="all"))
+        mon.apply(events)
+        rules[design] = mon.ranking("b").to_json()["anytime"]
+    said = {design: rule["assumption"].lower() for design, rule in rules.items()}
+    assert "exchangeable" in said["items"], said
+    assert "order independent of their outcomes" in said["items"], said
+    assert "strat" not in said["items"] and "cluster" not in said["items"], said
+    assert "fixed strata" in said["strata"] and "sampled" not in said["strata"], said
+    assert "sampled" in said["clusters"] and "strat" not in said["clusters"], said
+    assert len(set(said.values())) == 3, said
+    for design, rule in rules.items():
+        assert rule["design"] == design
+        # The guarantee itself is the board's one statement, whatever the design.
+        assert "1 − α" in rule["statement"] and "final" in rule["statement"], rule
