@@ -427,28 +427,33 @@ def main(argv: list[str] | None = None) -> None:
     if nulls:
         report([], nulls, seeds=len(seeds))
 
-    goal = next((c for c in cells if c.benchmark == "mmlu_pro" and math.isclose(c.margin, 0.01)),
-                None)
     command = "python -m bench.bench_until_resolved"
-    if goal is not None and not args.quick:
-        saved, left = goal.median_saved("ours"), goal.median_open("ours")
-        contra, _ = goal.contradictions("ours")
-        pc, pr = goal.contradictions("peer")
-        record("evaluate until resolved: items saved, MMLU-Pro, Δ = 1 point",
-               goal="median ≥ 50 % saved, ≤ 5 % of the full run's decided pairs left open, "
-                    "0 contradictions",
-               figure=f"{_pct(saved)} saved, {_pct(left)} left open, {contra} contradictions",
-               peer=f"fixed-sample interval re-checked per batch (tensorzero): "
-                    f"{_pct(goal.median_saved('peer'))} saved, {pc} false stops in {pr} runs",
-               met=saved >= 0.5 and left <= 0.05 and contra == 0, command=command)
+    names = {"mmlu_pro": "MMLU-Pro", "gsm8k": "GSM8K"}
+    for cell in cells if not args.quick else []:
+        if not math.isclose(cell.margin, 0.01):
+            continue  # the table holds Δ = 1 point; the printed table has the others
+        saved, left = cell.median_saved("ours"), cell.median_open("ours")
+        contra, _ = cell.contradictions("ours")
+        pc, pr = cell.contradictions("peer")
+        goal = cell.benchmark == "mmlu_pro"  # the goal is set on MMLU-Pro
+        record(f"evaluate until resolved, {names[cell.benchmark]}, Δ = 1 point",
+               goal=("median ≥ 50 % of items saved, ≤ 5 % of the decided pairs left open, "
+                     "0 contradictions" if goal else
+                     "the saving and pairs left open (the goal is set for MMLU-Pro)"),
+               figure=(f"{_pct(saved)} saved, {_pct(left)} left open, {contra} contradictions "
+                       f"({len(cell.ours)} runs: every model × {len(seeds)} orders)"),
+               peer=(f"fixed-sample interval re-checked per batch (tensorzero): "
+                     f"{_pct(cell.median_saved('peer'))} saved, {pc} false stops in {pr} runs"),
+               met=(saved >= 0.5 and left <= 0.05 and contra == 0) if goal else None,
+               command=f"{command} --benchmark {cell.benchmark} --null-sims 0")
     one = next((z for z in nulls if math.isclose(z.margin, 0.01)), None)
     if one is not None and not args.quick:
         om, _ = one.rate("ours")
         pm, _ = one.rate("peer")
-        record("evaluate until resolved: false decisions, equal models",
+        record("evaluate until resolved, equal models (null)",
                goal=f"≤ α = {ALPHA:g} per model", figure=f"{100 * om:.1f} % of models",
                peer=f"interval re-checked per batch: {100 * pm:.1f} % of models",
-               met=om <= ALPHA, command=command)
+               met=om <= ALPHA, command=f"{command} --benchmark none")
 
 
 if __name__ == "__main__":
