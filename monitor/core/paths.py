@@ -160,6 +160,12 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                                planned_models=planned_models))
     after = st.pair_nsv(c, jj)
     grew = after[0] > before[0]
+    # The screen above bounded each pair's new items by its two models' results in the run;
+    # a pair whose paired items now are still short of its next decision's count is done.
+    pair_lo, pair_hi = np.minimum(c, jj), np.maximum(c, jj)
+    grew &= after[0] >= st.recheck[pair_lo * cap + pair_hi]
+    if nonbinary_col.any():
+        grew |= (after[0] > before[0]) & (nonbinary_col[c] | nonbinary_col[jj])
     if not grew.any():
         return _NONE if clustered is None else clustered
     c, jj = c[grew], jj[grew]
