@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from monitor.defaults import MARGIN, PLANNED_MODELS, REPLAY_SEED
+from monitor.core.board import single_thread_blas
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import (
     DEFAULT_RANK_SEED,
@@ -31,9 +32,14 @@ from monitor.stats.cluster_sequential import CLUSTER_ITEMS, ClusterPaths, advanc
 from monitor.stats.figures import ClusterDecisions, Design, pair_figures
 from monitor.stats.ranks import consistent_order, ranks_and_tiers
 from monitor.stats.sequential import (
+    MCNEMAR,
+    UNSET,
     PairPaths,
     advance,
+    items_to_decide,
     log_threshold,
+    may_be_equivalent,
+    may_cross,
     pair_number,
     pair_share,
     planned_pairs,
@@ -44,6 +50,11 @@ ORDERS = ("file", "shuffle")
 # cost more time as well as memory (MMLU-Pro's 496 pairs: 7.8 s and 1.28 GB at 4 M cells,
 # 3.7 s and 0.21 GB at 250 k)
 _CHUNK_CELLS = 250_000
+# rows per segment of the screened 0/1 pass (:func:`_screened_pass`)
+_SEGMENT_ROWS = 256
+# rows per run inside a segment, and cells per block, of the pairs a segment follows
+_SUB_ROWS = 16
+_FOLLOW_CELLS = 2_000_000
 
 
 RULES = ("board", "family")
@@ -135,7 +146,6 @@ def _decide(
     log_thr = log_threshold(shares)
 
     paths = PairPaths.empty(m)
-    zero = np.zeros(m)
     clustered = design_of(table) == "clusters"
     codes = cluster_codes(table)
     if perm is not None:
@@ -145,6 +155,28 @@ def _decide(
     # items arrive in row order, so no pair's items need sorting.
     seen = arr[present]  # row-major
     by_rows = bool(np.all(seen[1:] > seen[:-1]))
+    binary = bool(np.all((x[present] == 0.0) | (x[present] == 1.0)))
+    screened = by_rows and binary
+    if screened:
+        _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
+    if cpaths is not None or not screened:
+        _item_pass(paths if not screened else None, cpaths, x, present, arr, lo_col, hi_col,
+                   codes, by_rows=by_rows, log_thr=log_thr, margin=margin,
+                   cluster_items=cluster_items)
+    return paths, shares, a_first, cpaths
+
+
+def _item_pass(paths: PairPaths | None, cpaths: ClusterPaths | None, x: np.ndarray,
+               present: np.ndarray, arr: np.ndarray, lo_col: np.ndarray, hi_col: np.ndarray,
+               codes: np.ndarray, *, by_rows: bool, log_thr: np.ndarray,
+               margin: float | None, cluster_items: int) -> None:
+    """Every paired item of every pair, in arrival order, through :func:`advance` (``paths``,
+    unless None) and :func:`advance_clusters` (``cpaths``, unless None), a chunk of pairs at
+    a time."""
+    n_items = x.shape[0]
+    m = lo_col.size
+    big = np.iinfo(np.int64).max
+    zero = np.zeros(m)
     chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
     for start in range(0, m, chunk):
         cols = np.arange(start, min(start + chunk, m))
@@ -163,14 +195,163 @@ def _decide(
             pp, rank = np.nonzero(both.T)  # pair by pair, each in arrival order
             va, vb = xa[rank, pp], xb[rank, pp]
             rows = seq[rank, pp]  # each item's row of the (replay-ordered) table
-        nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
-        advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero, base_v=zero,
-                log_threshold=log_thr, margin=margin)
+        if paths is not None:
+            nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
+            advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero,
+                    base_v=zero, log_threshold=log_thr, margin=margin)
         if cpaths is not None:
             advance_clusters(cpaths, cols[pp], codes[rows], va - vb,
                              rank.astype(np.float64) + 1.0, r=cluster_items,
                              log_threshold=log_thr, margin=margin)
-    return paths, shares, a_first, cpaths
+
+
+def _segment_sums(pres: np.ndarray, xs: np.ndarray, flat_ab: np.ndarray, flat_ba: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs' (n, S, V) over a block of rows of 0/1 scores (``xs``, 0 where absent) and
+    presence ``pres``, by dense products: n = Σ P_a P_b, S = Σ P_b X_a − Σ P_a X_b and
+    V = Σ P_b X_a + Σ P_a X_b − 2 Σ X_a X_b (with every score present, n is the rows and
+    Σ P_b X_a the column sums of X: one product). ``flat_ab`` = a · k + b of each pair (a its
+    first model), ``flat_ba`` = b · k + a. Exact in float32: every count is below 2^24."""
+    x32 = xs.astype(np.float32)
+    both = (x32.T @ x32).ravel().take(flat_ab).astype(np.float64)  # Σ X_a X_b
+    k = xs.shape[1]
+    if pres.all():
+        col = x32.sum(axis=0, dtype=np.float64)
+        b_has_a = col[flat_ab // k]  # Σ P_b X_a
+        a_has_b = col[flat_ab % k]  # Σ P_a X_b
+        dn = np.full(flat_ab.size, float(pres.shape[0]))
+    else:
+        p32 = pres.astype(np.float32)
+        px = (p32.T @ x32).ravel()  # [i, j]: Σ P_i X_j
+        b_has_a = px.take(flat_ba).astype(np.float64)
+        a_has_b = px.take(flat_ab).astype(np.float64)
+        dn = (p32.T @ p32).ravel().take(flat_ab).astype(np.float64)
+    return dn, b_has_a - a_has_b, b_has_a + a_has_b - 2.0 * both
+
+
+def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col: np.ndarray,
+                   hi_col: np.ndarray, *, log_thr: np.ndarray, margin: float | None,
+                   segment: int = _SEGMENT_ROWS) -> None:
+    """:func:`advance` on every pair's paired items in row order, 0/1 scores only, following
+    item by item only the pairs a segment of rows may decide — the same paths as the full
+    pass (the live core's screen, :func:`monitor.core.paths._run`, applied to the table).
+
+    The rows go in segments of ``segment``; every pair's sums (n, S, V) at each segment's
+    end come from dense products (:func:`_segment_sums`). In a segment a pair is skipped when
+    it is decided (its path stops at its decision), when it is short of the paired items its
+    next decision needs at least (:func:`items_to_decide` on its state when last read: the
+    live core's ``recheck``), or when its e-process provably cannot cross nor be declared
+    equivalent between the segment's two end states (:func:`may_cross`,
+    :func:`may_be_equivalent`); the others are followed item by item from their sums at the
+    segment start. With every score 0/1 a pair's only state besides its decision is its kind,
+    McNemar from its first paired item, set here for skipped pairs too; the sums are integers,
+    so the bases give the same floats as the full pass.
+    """
+    m = lo_col.size
+    n_rows = x.shape[0]
+    used, inverse = np.unique(np.r_[lo_col, hi_col], return_inverse=True)
+    a, b = inverse[:m], inverse[m:]
+    k = used.size
+    flat_ab, flat_ba = a * k + b, b * k + a
+    pres = present[:, used]
+    xs = np.where(pres, x[:, used], 0.0)
+    n, s, v = np.zeros(m), np.zeros(m), np.zeros(m)
+    recheck = np.zeros(m)
+    still = np.ones(m, dtype=bool)  # neither resolved nor declared equivalent
+    with single_thread_blas():  # small products: OpenBLAS' pool only slows them on a busy host
+        for top in range(0, n_rows, segment):
+            n, s, v = _screen_segment(paths, pres[top:top + segment], xs[top:top + segment],
+                                      a, b, flat_ab, flat_ba, sums=(n, s, v), recheck=recheck,
+                                      still=still, log_thr=log_thr, margin=margin)
+
+
+def _screen_segment(paths: PairPaths, pres: np.ndarray, xs: np.ndarray, a: np.ndarray,
+                    b: np.ndarray, flat_ab: np.ndarray, flat_ba: np.ndarray, *,
+                    sums: tuple[np.ndarray, np.ndarray, np.ndarray], recheck: np.ndarray,
+                    still: np.ndarray, log_thr: np.ndarray, margin: float | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One segment of :func:`_screened_pass`: ``paths``, ``recheck`` and ``still`` updated in
+    place; returns the pairs' sums at the segment's end."""
+    n, s, v = sums
+    dn, ds, dv = _segment_sums(pres, xs, flat_ab, flat_ba)
+    n1, s1, v1 = n + dn, s + ds, v + dv
+    cand = np.flatnonzero(still & (dn > 0) & (n1 >= recheck))
+    if cand.size == 0:
+        return n1, s1, v1
+    unset = cand[paths.kind[cand] == UNSET]
+    paths.kind[unset] = MCNEMAR  # every item 0/1: McNemar from the first
+    before = (n[cand], s[cand], v[cand])
+    after = (n1[cand], s1[cand], v1[cand])
+    start = {"start_n": paths.start_n[cand], "start_s": paths.start_s[cand],
+             "start_v": paths.start_v[cand]}
+    thr = log_thr[cand]
+    follow = may_cross(paths.kind[cand], before, after, **start,
+                       start_log_plus=paths.start_log_plus[cand],
+                       start_log_minus=paths.start_log_minus[cand], log_threshold=thr)
+    if margin is not None:  # a tied pair may be declared equivalent in the segment
+        follow |= may_be_equivalent(before, after, **start, margin=margin, log_threshold=thr)
+    _follow_segment(paths, cand[follow], pres, xs, a, b, base=(n, s, v), log_thr=log_thr,
+                    margin=margin)
+    still[cand] = paths.open(cand)
+    # When each pair read here needs reading again: after as many more paired items as its
+    # next decision needs at least.
+    read = cand[still[cand]]
+    more = items_to_decide(
+        paths.kind[read], n1[read], s1[read], v1[read], start_n=paths.start_n[read],
+        start_s=paths.start_s[read], start_v=paths.start_v[read],
+        start_log_plus=paths.start_log_plus[read], start_log_minus=paths.start_log_minus[read],
+        log_threshold=log_thr[read], margin=margin)
+    recheck[read] = n1[read] + more
+    return n1, s1, v1
+
+def _follow_segment(paths: PairPaths, follow: np.ndarray, pres: np.ndarray, xs: np.ndarray,
+                    a: np.ndarray, b: np.ndarray, *, base: tuple[np.ndarray, ...],
+                    log_thr: np.ndarray, margin: float | None, sub: int = _SUB_ROWS) -> None:
+    """:func:`advance` on the pairs ``follow`` (ascending; McNemar, nothing frozen) along a
+    segment's rows (0/1 scores ``xs``, presence ``pres``), from their sums ``base`` at the
+    segment start: the segment screened again in runs of ``sub`` rows, as the segment was
+    (:func:`may_cross`, :func:`may_be_equivalent` between each run's end points, their
+    sums from cumulative counts), and only the runs that may decide a pair followed item by
+    item."""
+    rows = pres.shape[0]
+    edges = np.arange(0, rows, sub)
+    chunk = max(1, _FOLLOW_CELLS // max(rows, 1))
+    for top in range(0, follow.size, chunk):
+        f = follow[top:top + chunk]
+        both = pres[:, a[f]] & pres[:, b[f]]
+        d = np.where(both, xs[:, a[f]] - xs[:, b[f]], 0.0)
+        # the pairs' sums at each run's start and end (J + 1 rows): integers, exact
+        sums = []
+        for inc, at in ((both.astype(np.float64), base[0]), (d, base[1]), (np.abs(d), base[2])):
+            runs = np.add.reduceat(inc, edges, axis=0)
+            sums.append(at[f][None, :] + np.cumsum(np.r_[np.zeros((1, f.size)), runs], axis=0))
+        n, s, v = sums
+        local = paths.take(f)
+        j_of, p_of = np.nonzero(n[1:] > n[:-1])  # runs that bring a pair items
+        ends = (n[j_of, p_of], s[j_of, p_of], v[j_of, p_of])
+        after = (n[j_of + 1, p_of], s[j_of + 1, p_of], v[j_of + 1, p_of])
+        start = {"start_n": local.start_n[p_of], "start_s": local.start_s[p_of],
+                 "start_v": local.start_v[p_of]}
+        thr = log_thr[f]
+        flag = may_cross(local.kind[p_of], ends, after, **start,
+                         start_log_plus=local.start_log_plus[p_of],
+                         start_log_minus=local.start_log_minus[p_of],
+                         log_threshold=thr[p_of])
+        if margin is not None:
+            flag |= may_be_equivalent(ends, after, **start, margin=margin,
+                                      log_threshold=thr[p_of])
+        j_of, p_of = j_of[flag], p_of[flag]
+        for j in np.unique(j_of).tolist():
+            q = p_of[j_of == j]  # ascending
+            q = q[local.open(q)]
+            if q.size == 0:
+                continue
+            block = both[edges[j]:edges[j] + sub, q]
+            pp, rr = np.nonzero(block.T)  # pair by pair, each in row order
+            advance(local, q[pp], d[edges[j] + rr, q[pp]], np.zeros(pp.size, dtype=bool),
+                    base_n=n[j], base_s=s[j], base_v=v[j], log_threshold=thr, margin=margin)
+        for name in PairPaths.__dataclass_fields__:
+            getattr(paths, name)[f] = getattr(local, name)
 
 
 def anytime_replay(
