@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from monitor.defaults import MARGIN, PLANNED_MODELS, REPLAY_SEED
 from monitor.core.board import single_thread_blas
+from monitor.defaults import MARGIN, PLANNED_MODELS, REPLAY_SEED
 from monitor.io.tables import ScoreTable
 from monitor.offline.report import (
     DEFAULT_RANK_SEED,
@@ -125,7 +125,7 @@ def _decide(
     m = int(a_idx.size)
     perm, arrival = replay_arrival(table, order=order, seed=seed)
     x = table.scores if perm is None else table.scores[perm]
-    n_items, k = x.shape
+    k = x.shape[1]
     present = ~np.isnan(x)
     # Models are born at their first result; a pair's items come in the order their second
     # score arrives.
