@@ -13,7 +13,7 @@ outcomes (a file sorted by subject does).
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from monitor.stats.sequential import (
     items_to_decide,
     log_threshold,
     may_be_equivalent,
-    may_cross,
+    mcnemar_boundary,
     pair_number,
     pair_share,
     planned_pairs,
@@ -50,10 +50,14 @@ ORDERS = ("file", "shuffle")
 # cost more time as well as memory (MMLU-Pro's 496 pairs: 7.8 s and 1.28 GB at 4 M cells,
 # 3.7 s and 0.21 GB at 250 k)
 _CHUNK_CELLS = 250_000
+_LOG2 = float(np.log(2.0))
 # rows per segment of the screened 0/1 pass (:func:`_screened_pass`)
 _SEGMENT_ROWS = 256
-# rows per run inside a segment, and cells per block, of the pairs a segment follows
-_SUB_ROWS = 16
+# runs of at most this many rows are followed item by item (:func:`_descend`)
+_LEAF_ROWS = 16
+# :func:`_pair_sums`: dense products over the models when models² (× products) is at most
+# this many times the pairs, else the pairs' columns side by side, in blocks of these cells
+_PRODUCT_CELLS = 400
 _FOLLOW_CELLS = 2_000_000
 
 
@@ -113,7 +117,13 @@ def _decide(
 ) -> tuple[PairPaths, np.ndarray, np.ndarray, ClusterPaths | None]:
     """The sequential pass of :func:`anytime_replay`: the pairs' paths (first-born model first),
     their shares of α, whether A = a[k] is the first-born model of each pair, and — when the
-    table's groups are sampled clusters — the pairs' clustered decisions (same orientation)."""
+    table's groups are sampled clusters — the pairs' clustered decisions (same orientation).
+
+    A table of 0/1 scores replayed row by row (shuffled, or a wide table in file order) takes
+    the screened pass (:func:`_screened_pass`): only the pairs a run of rows may decide are
+    followed item by item, to the same paths. Other scores, other arrival orders and the
+    sampled-clusters decisions (:func:`advance_clusters`) take every paired item of every
+    pair (:func:`_item_pass`)."""
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
     if rule not in RULES:
@@ -205,154 +215,205 @@ def _item_pass(paths: PairPaths | None, cpaths: ClusterPaths | None, x: np.ndarr
                              log_threshold=log_thr, margin=margin)
 
 
-def _segment_sums(pres: np.ndarray, xs: np.ndarray, flat_ab: np.ndarray, flat_ba: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pairs' (n, S, V) over a block of rows of 0/1 scores (``xs``, 0 where absent) and
-    presence ``pres``, by dense products: n = Σ P_a P_b, S = Σ P_b X_a − Σ P_a X_b and
-    V = Σ P_b X_a + Σ P_a X_b − 2 Σ X_a X_b (with every score present, n is the rows and
-    Σ P_b X_a the column sums of X: one product). ``flat_ab`` = a · k + b of each pair (a its
-    first model), ``flat_ba`` = b · k + a. Exact in float32: every count is below 2^24."""
+def _pair_sums(pres: np.ndarray, xs: np.ndarray, a: np.ndarray, b: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sums (n, S, V) of the pairs (a, b) of columns over a block of rows of 0/1 scores
+    (``xs``, 0 where absent; presence ``pres``): n = Σ P_a P_b, S = Σ (x_a − x_b) and
+    V = Σ (x_a − x_b)² on the rows both have. Integers, exact.
+
+    Many pairs of few models: dense products of the block's columns, n = Σ P_a P_b,
+    S = Σ P_b X_a − Σ P_a X_b, V = Σ P_b X_a + Σ P_a X_b − 2 Σ X_a X_b (with every score
+    present n is the rows and Σ P_b X_a the column sums of X: one product), exact in float32
+    while the rows are fewer than 2^24. Few pairs: their columns side by side.
+    """
+    rows, k = pres.shape
+    used = np.zeros(k, dtype=bool)
+    used[a] = True
+    used[b] = True
+    ku = int(used.sum())
+    full = bool(pres.all())
+    if ku * ku * (1 if full else 3) > _PRODUCT_CELLS * a.size:
+        n, s, v = np.empty(a.size), np.empty(a.size), np.empty(a.size)
+        chunk = max(1, _FOLLOW_CELLS // max(rows, 1))
+        for top in range(0, a.size, chunk):
+            at = slice(top, top + chunk)
+            both = pres[:, a[at]] & pres[:, b[at]]
+            d = np.where(both, xs[:, a[at]] - xs[:, b[at]], 0.0)
+            n[at] = np.count_nonzero(both, axis=0)
+            s[at] = d.sum(axis=0)
+            v[at] = np.count_nonzero(d, axis=0)
+        return n, s, v
+    if ku < k:
+        local = np.cumsum(used) - 1
+        a, b = local[a], local[b]
+        cols = np.flatnonzero(used)
+        pres, xs = pres[:, cols], xs[:, cols]
+    flat_ab, flat_ba = a * ku + b, b * ku + a
     x32 = xs.astype(np.float32)
-    both = (x32.T @ x32).ravel().take(flat_ab).astype(np.float64)  # Σ X_a X_b
-    k = xs.shape[1]
-    if pres.all():
+    both_x = (x32.T @ x32).ravel().take(flat_ab).astype(np.float64)  # Σ X_a X_b
+    if full:
         col = x32.sum(axis=0, dtype=np.float64)
-        b_has_a = col[flat_ab // k]  # Σ P_b X_a
-        a_has_b = col[flat_ab % k]  # Σ P_a X_b
-        dn = np.full(flat_ab.size, float(pres.shape[0]))
+        b_has_a, a_has_b = col[a], col[b]  # Σ P_b X_a, Σ P_a X_b
+        n = np.full(a.size, float(rows))
     else:
         p32 = pres.astype(np.float32)
         px = (p32.T @ x32).ravel()  # [i, j]: Σ P_i X_j
         b_has_a = px.take(flat_ba).astype(np.float64)
         a_has_b = px.take(flat_ab).astype(np.float64)
-        dn = (p32.T @ p32).ravel().take(flat_ab).astype(np.float64)
-    return dn, b_has_a - a_has_b, b_has_a + a_has_b - 2.0 * both
+        n = (p32.T @ p32).ravel().take(flat_ab).astype(np.float64)
+    return n, b_has_a - a_has_b, b_has_a + a_has_b - 2.0 * both_x
 
 
 def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col: np.ndarray,
                    hi_col: np.ndarray, *, log_thr: np.ndarray, margin: float | None,
                    segment: int = _SEGMENT_ROWS) -> None:
     """:func:`advance` on every pair's paired items in row order, 0/1 scores only, following
-    item by item only the pairs a segment of rows may decide — the same paths as the full
-    pass (the live core's screen, :func:`monitor.core.paths._run`, applied to the table).
+    item by item only the pairs a run of rows may decide — the same paths as the full pass
+    (the live core's screen, :func:`monitor.core.paths._run`, applied to the table).
 
-    The rows go in segments of ``segment``; every pair's sums (n, S, V) at each segment's
-    end come from dense products (:func:`_segment_sums`). In a segment a pair is skipped when
-    it is decided (its path stops at its decision), when it is short of the paired items its
-    next decision needs at least (:func:`items_to_decide` on its state when last read: the
-    live core's ``recheck``), or when its e-process provably cannot cross nor be declared
-    equivalent between the segment's two end states (:func:`may_cross`,
-    :func:`may_be_equivalent`); the others are followed item by item from their sums at the
-    segment start. With every score 0/1 a pair's only state besides its decision is its kind,
-    McNemar from its first paired item, set here for skipped pairs too; the sums are integers,
-    so the bases give the same floats as the full pass.
+    The rows go in segments of ``segment``, every pair's sums (n, S, V) at the segment's end
+    from dense products (:func:`_pair_sums`). In a segment a pair is skipped when it is
+    decided (its path stops at its decision), when it is short of the paired items its next
+    decision needs at least (:func:`items_to_decide` on its state when last read: the live
+    core's ``recheck``), or when its e-process provably cannot cross nor be declared
+    equivalent between the segment's two end states (:class:`_Screen`: the tests of
+    :func:`may_cross` and :func:`may_be_equivalent`); the segment is halved for the others,
+    and each half screened the same way, down to runs of ``_LEAF_ROWS`` rows followed item
+    by item from the pair's sums at the run's start (:func:`_descend`). With every score 0/1 a pair's only
+    state besides its decision is its kind, McNemar from its first paired item, set here for
+    skipped pairs too; the sums are integers, so the bases give the same floats as the full
+    pass.
     """
     m = lo_col.size
     n_rows = x.shape[0]
     used, inverse = np.unique(np.r_[lo_col, hi_col], return_inverse=True)
     a, b = inverse[:m], inverse[m:]
-    k = used.size
-    flat_ab, flat_ba = a * k + b, b * k + a
     pres = present[:, used]
     xs = np.where(pres, x[:, used], 0.0)
     n, s, v = np.zeros(m), np.zeros(m), np.zeros(m)
     recheck = np.zeros(m)
     still = np.ones(m, dtype=bool)  # neither resolved nor declared equivalent
+    screen = _Screen.of(log_thr, margin=margin)
     with single_thread_blas():  # small products: OpenBLAS' pool only slows them on a busy host
         for top in range(0, n_rows, segment):
-            n, s, v = _screen_segment(paths, pres[top:top + segment], xs[top:top + segment],
-                                      a, b, flat_ab, flat_ba, sums=(n, s, v), recheck=recheck,
-                                      still=still, log_thr=log_thr, margin=margin)
-
-
-def _screen_segment(paths: PairPaths, pres: np.ndarray, xs: np.ndarray, a: np.ndarray,
-                    b: np.ndarray, flat_ab: np.ndarray, flat_ba: np.ndarray, *,
-                    sums: tuple[np.ndarray, np.ndarray, np.ndarray], recheck: np.ndarray,
-                    still: np.ndarray, log_thr: np.ndarray, margin: float | None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One segment of :func:`_screened_pass`: ``paths``, ``recheck`` and ``still`` updated in
-    place; returns the pairs' sums at the segment's end."""
-    n, s, v = sums
-    dn, ds, dv = _segment_sums(pres, xs, flat_ab, flat_ba)
-    n1, s1, v1 = n + dn, s + ds, v + dv
-    cand = np.flatnonzero(still & (dn > 0) & (n1 >= recheck))
-    if cand.size == 0:
-        return n1, s1, v1
-    unset = cand[paths.kind[cand] == UNSET]
-    paths.kind[unset] = MCNEMAR  # every item 0/1: McNemar from the first
-    before = (n[cand], s[cand], v[cand])
-    after = (n1[cand], s1[cand], v1[cand])
-    start = {"start_n": paths.start_n[cand], "start_s": paths.start_s[cand],
-             "start_v": paths.start_v[cand]}
-    thr = log_thr[cand]
-    follow = may_cross(paths.kind[cand], before, after, **start,
-                       start_log_plus=paths.start_log_plus[cand],
-                       start_log_minus=paths.start_log_minus[cand], log_threshold=thr)
-    if margin is not None:  # a tied pair may be declared equivalent in the segment
-        follow |= may_be_equivalent(before, after, **start, margin=margin, log_threshold=thr)
-    _follow_segment(paths, cand[follow], pres, xs, a, b, base=(n, s, v), log_thr=log_thr,
+            rows = slice(top, top + segment)
+            dn, ds, dv = _pair_sums(pres[rows], xs[rows], a, b)
+            n1, s1, v1 = n + dn, s + ds, v + dv
+            cand = np.flatnonzero(still & (dn > 0) & (n1 >= recheck))
+            if cand.size:
+                paths.kind[cand[paths.kind[cand] == UNSET]] = MCNEMAR  # 0/1 from the first
+                base = (n[cand], s[cand], v[cand])
+                after = (n1[cand], s1[cand], v1[cand])
+                go = np.flatnonzero(screen.may_decide(cand, base, after))
+                _descend(paths, cand[go], pres[rows], xs[rows], a, b,
+                         base=tuple(x0[go] for x0 in base),
+                         total=(dn[cand[go]], ds[cand[go]], dv[cand[go]]), screen=screen)
+                still[cand] = paths.open(cand)
+                # When each pair read here needs reading again: after as many more paired
+                # items as its next decision needs at least.
+                read = cand[still[cand]]
+                more = items_to_decide(
+                    paths.kind[read], n1[read], s1[read], v1[read],
+                    start_n=paths.start_n[read], start_s=paths.start_s[read],
+                    start_v=paths.start_v[read], start_log_plus=paths.start_log_plus[read],
+                    start_log_minus=paths.start_log_minus[read], log_threshold=log_thr[read],
                     margin=margin)
-    still[cand] = paths.open(cand)
-    # When each pair read here needs reading again: after as many more paired items as its
-    # next decision needs at least.
-    read = cand[still[cand]]
-    more = items_to_decide(
-        paths.kind[read], n1[read], s1[read], v1[read], start_n=paths.start_n[read],
-        start_s=paths.start_s[read], start_v=paths.start_v[read],
-        start_log_plus=paths.start_log_plus[read], start_log_minus=paths.start_log_minus[read],
-        log_threshold=log_thr[read], margin=margin)
-    recheck[read] = n1[read] + more
-    return n1, s1, v1
+                recheck[read] = n1[read] + more
+            n, s, v = n1, s1, v1
 
-def _follow_segment(paths: PairPaths, follow: np.ndarray, pres: np.ndarray, xs: np.ndarray,
-                    a: np.ndarray, b: np.ndarray, *, base: tuple[np.ndarray, ...],
-                    log_thr: np.ndarray, margin: float | None, sub: int = _SUB_ROWS) -> None:
-    """:func:`advance` on the pairs ``follow`` (ascending; McNemar, nothing frozen) along a
-    segment's rows (0/1 scores ``xs``, presence ``pres``), from their sums ``base`` at the
-    segment start: the segment screened again in runs of ``sub`` rows, as the segment was
-    (:func:`may_cross`, :func:`may_be_equivalent` between each run's end points, their
-    sums from cumulative counts), and only the runs that may decide a pair followed item by
-    item."""
+
+@dataclass
+class _Screen:
+    """Whether pairs may be decided on a run of rows, from the run's end points: the test
+    :func:`may_cross` makes of a McNemar segment with nothing frozen — E₊ grows with n10 and
+    falls with n01, so on the run it stays below its level unless n10 at the end reaches
+    T[n01 at the start] (:func:`mcnemar_boundary`), and E₋ the mirror — read from one table
+    per level stacked by pair (the same boundaries, one lookup for every pair), and
+    :func:`may_be_equivalent` with a margin. ``False`` is a proof that no item of the run
+    decided the pair."""
+
+    side: np.ndarray  # the distinct one-sided levels log(2/γ)
+    level: np.ndarray  # each pair's level, as a row of ``bound``
+    bound: np.ndarray  # T of each level, as far as the counts met so far
+    log_thr: np.ndarray
+    margin: float | None
+
+    @classmethod
+    def of(cls, log_thr: np.ndarray, *, margin: float | None) -> _Screen:
+        side, level = np.unique(log_thr + _LOG2, return_inverse=True)
+        return cls(side=side, level=level.reshape(-1), bound=np.zeros((side.size, 0), np.int64),
+                   log_thr=log_thr, margin=margin)
+
+    def _bound(self, size: int) -> np.ndarray:
+        """The tables, at least ``size`` wide (grown by doubling, as :func:`mcnemar_boundary`
+        grows its own)."""
+        if self.bound.shape[1] < size:
+            width = 1024
+            while width < size:
+                width *= 2
+            self.bound = np.stack([mcnemar_boundary(float(t), width)[:width]
+                                   for t in self.side])
+        return self.bound
+
+    def may_decide(self, f: np.ndarray, before: tuple[np.ndarray, ...],
+                   after: tuple[np.ndarray, ...]) -> np.ndarray:
+        """Pairs ``f`` between the states (n, S, V) ``before`` and ``after``."""
+        if f.size == 0:
+            return np.zeros(0, dtype=bool)
+        # n10 = (V + S)/2 and n01 = (V − S)/2: integers, as the sums are
+        a0 = ((before[2] + before[1]) / 2.0).astype(np.int64)
+        b0 = ((before[2] - before[1]) / 2.0).astype(np.int64)
+        a1 = ((after[2] + after[1]) / 2.0).astype(np.int64)
+        b1 = ((after[2] - after[1]) / 2.0).astype(np.int64)
+        bound = self._bound(int(max(a0.max(), b0.max())) + 1)
+        lvl = self.level[f]
+        out = (a1 >= bound[lvl, b0]) | (b1 >= bound[lvl, a0])
+        if self.margin is not None:  # a tied pair may be declared equivalent in the run
+            rest = np.flatnonzero(~out)
+            zero = np.zeros(rest.size)
+            out[rest] = may_be_equivalent(
+                (before[0][rest], before[1][rest], before[2][rest]),
+                (after[0][rest], after[1][rest], after[2][rest]),
+                start_n=zero, start_s=zero, start_v=zero, margin=self.margin,
+                log_threshold=self.log_thr[f[rest]])
+        return out
+
+
+def _descend(paths: PairPaths, f: np.ndarray, pres: np.ndarray, xs: np.ndarray, a: np.ndarray,
+             b: np.ndarray, *, base: tuple[np.ndarray, ...], total: tuple[np.ndarray, ...],
+             screen: _Screen) -> None:
+    """Pairs ``f`` (ascending, open, McNemar with nothing frozen) along a run of rows that may
+    decide them, from their sums ``base`` at its start (``total``: their sums over the run):
+    each half of the run screened as :func:`_screened_pass` screens a segment, and the
+    halves that may decide a pair halved again; runs of ``_LEAF_ROWS`` rows or fewer are
+    followed item by item by :func:`advance`."""
+    if f.size == 0:
+        return
     rows = pres.shape[0]
-    edges = np.arange(0, rows, sub)
-    chunk = max(1, _FOLLOW_CELLS // max(rows, 1))
-    for top in range(0, follow.size, chunk):
-        f = follow[top:top + chunk]
-        both = pres[:, a[f]] & pres[:, b[f]]
-        d = np.where(both, xs[:, a[f]] - xs[:, b[f]], 0.0)
-        # the pairs' sums at each run's start and end (J + 1 rows): integers, exact
-        sums = []
-        for inc, at in ((both.astype(np.float64), base[0]), (d, base[1]), (np.abs(d), base[2])):
-            runs = np.add.reduceat(inc, edges, axis=0)
-            sums.append(at[f][None, :] + np.cumsum(np.r_[np.zeros((1, f.size)), runs], axis=0))
-        n, s, v = sums
+    if rows <= _LEAF_ROWS:
         local = paths.take(f)
-        j_of, p_of = np.nonzero(n[1:] > n[:-1])  # runs that bring a pair items
-        ends = (n[j_of, p_of], s[j_of, p_of], v[j_of, p_of])
-        after = (n[j_of + 1, p_of], s[j_of + 1, p_of], v[j_of + 1, p_of])
-        start = {"start_n": local.start_n[p_of], "start_s": local.start_s[p_of],
-                 "start_v": local.start_v[p_of]}
-        thr = log_thr[f]
-        flag = may_cross(local.kind[p_of], ends, after, **start,
-                         start_log_plus=local.start_log_plus[p_of],
-                         start_log_minus=local.start_log_minus[p_of],
-                         log_threshold=thr[p_of])
-        if margin is not None:
-            flag |= may_be_equivalent(ends, after, **start, margin=margin,
-                                      log_threshold=thr[p_of])
-        j_of, p_of = j_of[flag], p_of[flag]
-        for j in np.unique(j_of).tolist():
-            q = p_of[j_of == j]  # ascending
-            q = q[local.open(q)]
-            if q.size == 0:
-                continue
-            block = both[edges[j]:edges[j] + sub, q]
-            pp, rr = np.nonzero(block.T)  # pair by pair, each in row order
-            advance(local, q[pp], d[edges[j] + rr, q[pp]], np.zeros(pp.size, dtype=bool),
-                    base_n=n[j], base_s=s[j], base_v=v[j], log_threshold=thr, margin=margin)
+        both = pres[:, a[f]] & pres[:, b[f]]
+        pp, rr = np.nonzero(both.T)  # pair by pair, each in row order
+        d = xs[rr, a[f][pp]] - xs[rr, b[f][pp]]
+        advance(local, pp, d, np.zeros(pp.size, dtype=bool), base_n=base[0],
+                base_s=base[1], base_v=base[2], log_threshold=screen.log_thr[f],
+                margin=screen.margin)
         for name in PairPaths.__dataclass_fields__:
             getattr(paths, name)[f] = getattr(local, name)
-
+        return
+    half = rows // 2
+    first = _pair_sums(pres[:half], xs[:half], a[f], b[f])
+    second = tuple(t - h for t, h in zip(total, first, strict=True))
+    start = base
+    for rows_of, inc in ((slice(0, half), first), (slice(half, rows), second)):
+        after = tuple(x0 + dx for x0, dx in zip(start, inc, strict=True))
+        go = np.flatnonzero((inc[0] > 0) & paths.open(f))
+        go = go[screen.may_decide(f[go], tuple(x0[go] for x0 in start),
+                                  tuple(x1[go] for x1 in after))]
+        _descend(paths, f[go], pres[rows_of], xs[rows_of], a, b,
+                 base=tuple(x0[go] for x0 in start), total=tuple(dx[go] for dx in inc),
+                 screen=screen)
+        start = after
 
 def anytime_replay(
     table: ScoreTable,
