@@ -27,14 +27,23 @@ from monitor.offline.report import (
     build_report,
     ranking_order,
 )
+from monitor.stats import eprocess as ep
 from monitor.stats.board import pair_sums
-from monitor.stats.cluster_sequential import CLUSTER_ITEMS, ClusterPaths, advance_clusters
+from monitor.stats.cluster_sequential import (
+    CLUSTER_ITEMS,
+    V_OPT_CLUSTERS,
+    ClusterPaths,
+    advance_clusters,
+    log_e_cluster_sides,
+    max_log_e,
+)
 from monitor.stats.figures import ClusterDecisions, Design, pair_figures
 from monitor.stats.ranks import consistent_order, ranks_and_tiers
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
     PairPaths,
+    _equivalence_bound,
     advance,
     items_to_decide,
     log_threshold,
@@ -59,6 +68,8 @@ _LEAF_ROWS = 16
 # this many times the pairs, else the pairs' columns side by side, in blocks of these cells
 _PRODUCT_CELLS = 400
 _FOLLOW_CELLS = 2_000_000
+# pairs per block of the sampled-clusters replay (:func:`_cluster_replay`)
+_CLUSTER_PAIRS = 65_536
 
 
 RULES = ("board", "family")
@@ -120,10 +131,11 @@ def _decide(
     table's groups are sampled clusters — the pairs' clustered decisions (same orientation).
 
     A table of 0/1 scores replayed row by row (shuffled, or a wide table in file order) takes
-    the screened pass (:func:`_screened_pass`): only the pairs a run of rows may decide are
-    followed item by item, to the same paths. Other scores, other arrival orders and the
-    sampled-clusters decisions (:func:`advance_clusters`) take every paired item of every
-    pair (:func:`_item_pass`)."""
+    the fast passes, to the same state: the screened pass (:func:`_screened_pass`), which
+    follows item by item only the pairs a run of rows may decide, and under sampled clusters
+    the replay of the clusters' observations (:func:`_cluster_replay`). Other scores and
+    other arrival orders take every paired item of every pair through :func:`advance` and
+    :func:`advance_clusters` (:func:`_item_pass`)."""
     if order not in ORDERS:
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
     if rule not in RULES:
@@ -169,10 +181,12 @@ def _decide(
     screened = by_rows and binary
     if screened:
         _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
-    if cpaths is not None or not screened:
-        _item_pass(paths if not screened else None, cpaths, x, present, arr, lo_col, hi_col,
-                   codes, by_rows=by_rows, log_thr=log_thr, margin=margin,
-                   cluster_items=cluster_items)
+        if cpaths is not None:
+            _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=cluster_items,
+                            log_thr=log_thr, margin=margin)
+    else:
+        _item_pass(paths, cpaths, x, present, arr, lo_col, hi_col, codes, by_rows=by_rows,
+                   log_thr=log_thr, margin=margin, cluster_items=cluster_items)
     return paths, shares, a_first, cpaths
 
 
@@ -548,3 +562,152 @@ def with_anytime(
                 "top_resolved": len(ranked) >= 2 and bool(above[ranked[0], ranked[1:]].all()),
                 "tiers": int(tier.max(initial=0))}
     return replace(report, anytime=replay, ranking=entries, standing=standing)
+
+
+def _cluster_replay(cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
+                    lo_col: np.ndarray, hi_col: np.ndarray, codes: np.ndarray, *, r: int,
+                    log_thr: np.ndarray, margin: float | None) -> None:
+    """The sampled-clusters decisions of fresh pairs along 0/1 scores that arrive row by row:
+    the state :func:`advance_clusters` leaves after every paired item of every pair, built
+    from the observations instead of item by item.
+
+    A pair's observation of cluster c is the sum of D over its first ``r`` paired items of c
+    and enters at the ``r``-th: with every score present in those rows, the first ``r`` rows
+    of c for every pair (column sums); else each pair's own, from its presence. Each pair's
+    observations in entry order give its sums (integers, exact) after each; the e-values
+    are evaluated only where they may reach the level — :func:`max_log_e` of the observations
+    so far for resolution, the arithmetic bound :func:`_equivalence_bound` (the one
+    :func:`advance` screens with) for equivalence — and the first observation that decides
+    is the decision, resolution first. The state stops there, as the item-by-item pass stops
+    it: the items a decided pair took are those up to its decision.
+    """
+    xs = np.where(present, x, 0.0)
+    for top in range(0, lo_col.size, _CLUSTER_PAIRS):
+        at = slice(top, top + _CLUSTER_PAIRS)
+        block = ClusterPaths.empty(lo_col[at].size, cpaths.count.shape[1])
+        _cluster_block(block, xs, present, lo_col[at], hi_col[at], codes, r=r,
+                       log_thr=log_thr[at], margin=margin)
+        for name in ClusterPaths.__dataclass_fields__:
+            getattr(cpaths, name)[at] = getattr(block, name)
+
+
+def _cluster_block(cpaths: ClusterPaths, xs: np.ndarray, present: np.ndarray,
+                   lo_col: np.ndarray, hi_col: np.ndarray, codes: np.ndarray, *, r: int,
+                   log_thr: np.ndarray, margin: float | None) -> None:
+    """:func:`_cluster_replay` of some pairs (scores ``xs``, 0 where absent)."""
+    m = lo_col.size
+    k_groups = cpaths.count.shape[1]
+
+    big = np.iinfo(np.int64).max
+    count = np.zeros((m, k_groups), dtype=np.int64)
+    total = np.zeros((m, k_groups))
+    enter = np.full((m, k_groups), big, dtype=np.int64)  # the row of each observation's entry
+    for c in range(1, k_groups):
+        rows_c = np.flatnonzero(codes == c)
+        if rows_c.size == 0:
+            continue
+        if rows_c.size >= r and present[rows_c[:r]].all():
+            # every pair's first r paired items of c: the first r rows of c
+            col = xs[rows_c[:r]].sum(axis=0)
+            count[:, c] = r
+            total[:, c] = col[lo_col] - col[hi_col]
+            enter[:, c] = rows_c[r - 1]
+            continue
+        todo = np.arange(m)
+        for window in (min(rows_c.size, 4 * r), rows_c.size):
+            block = rows_c[:window]
+            step = max(1, _FOLLOW_CELLS // max(window, 1))
+            short = []
+            for top in range(0, todo.size, step):
+                p = todo[top:top + step]
+                both = present[np.ix_(block, lo_col[p])] & present[np.ix_(block, hi_col[p])]
+                rank = np.cumsum(both, axis=0)
+                taken = both & (rank <= r)
+                d = xs[np.ix_(block, lo_col[p])] - xs[np.ix_(block, hi_col[p])]
+                got = rank[-1]
+                done = (got >= r) | (window == rows_c.size)
+                q = p[done]
+                count[q, c] = np.minimum(got[done], r)
+                total[q, c] = np.where(taken[:, done], d[:, done], 0.0).sum(axis=0)
+                full = got[done] >= r
+                at = np.argmax(rank[:, done][:, full] >= r, axis=0)
+                enter[q[full], c] = block[at]
+                short.append(p[~done])
+            todo = np.concatenate(short) if short else todo[:0]
+            if todo.size == 0:
+                break
+    # Each pair's observations in entry order, and its sums after each.
+    order = np.argsort(enter, axis=1, kind="stable")
+    e_row = np.take_along_axis(enter, order, axis=1)
+    t = np.take_along_axis(total, order, axis=1)
+    entered = e_row < big
+    n_obs = np.cumsum(entered, axis=1).astype(np.float64)
+    s = np.cumsum(np.where(entered, t, 0.0), axis=1)
+    v = np.cumsum(np.where(entered, t * t, 0.0), axis=1)
+    side_thr = log_thr + _LOG2
+    thr = np.broadcast_to(side_thr[:, None], entered.shape)
+    reach = np.array([max_log_e(j) for j in range(k_groups + 1)])
+    maybe = entered & (reach[n_obs.astype(np.int64)] >= thr - 1e-9)
+    crossed = np.zeros(entered.shape, dtype=bool)
+    plus = np.zeros(entered.shape)
+    minus = np.zeros(entered.shape)
+    if maybe.any():
+        p_, m_ = log_e_cluster_sides(n_obs[maybe], s[maybe] / r, v[maybe] / (r * r))
+        plus[maybe], minus[maybe] = p_, m_
+        crossed[maybe] = (p_ >= thr[maybe]) | (m_ >= thr[maybe])
+    equal = np.zeros(entered.shape, dtype=bool)
+    eq_log_e = np.zeros(entered.shape)
+    if margin is not None:
+        b1, b2 = _equivalence_bound(n_obs, s / r, v / (r * r), margin)
+        maybe = entered & ~crossed & (b1 >= thr - 1e-9) & (b2 >= thr - 1e-9)
+        if maybe.any():
+            n_o, s_o, v_o = n_obs[maybe], s[maybe] / r, v[maybe] / (r * r)
+            _, below = ep.log_e_bounded_sides(n_o, s_o, v_o, delta=margin,
+                                              v_opt=V_OPT_CLUSTERS)
+            above, _ = ep.log_e_bounded_sides(n_o, s_o, v_o, delta=-margin,
+                                              v_opt=V_OPT_CLUSTERS)
+            equal[maybe] = (below >= thr[maybe]) & (above >= thr[maybe])
+            eq_log_e[maybe] = np.minimum(below, above)
+    hit = crossed | equal
+    decided = np.flatnonzero(hit.any(axis=1))
+    last = entered.sum(axis=1) - 1  # each pair's last observation (−1: none)
+    at = last.copy()
+    at[decided] = np.argmax(hit[decided], axis=1)
+    has = at >= 0
+    idx = np.flatnonzero(has)
+    cpaths.n_obs[idx] = n_obs[idx, at[idx]]
+    cpaths.s[idx] = s[idx, at[idx]]
+    cpaths.v[idx] = v[idx, at[idx]]
+    if decided.size:
+        j = at[decided]
+        res = crossed[decided, j]
+        q = decided[res]
+        cpaths.decided[q] = np.where(plus[q, j[res]] >= minus[q, j[res]], 1, -1).astype(np.int8)
+        cpaths.decided_log_e[q] = np.logaddexp(plus[q, j[res]], minus[q, j[res]]) - _LOG2
+        q_eq = decided[~res]
+        cpaths.equivalent[q_eq] = 1
+        cpaths.decided_log_e[q_eq] = eq_log_e[q_eq, j[~res]]
+        cpaths.decided_obs[decided] = n_obs[decided, j]
+        stop = e_row[decided, j]
+        # The decided pairs' items up to the decision: their paired items by then (n at the
+        # decision), and in each cluster its first r of them.
+        seq = np.argsort(stop, kind="stable")
+        step = max(1, _FOLLOW_CELLS // max(int(stop.max()) + 1, 1))
+        for top in range(0, seq.size, step):
+            w = seq[top:top + step]
+            q, last_row = decided[w], stop[w]
+            rows = np.arange(int(last_row.max()) + 1)
+            both = present[np.ix_(rows, lo_col[q])] & present[np.ix_(rows, hi_col[q])]
+            both &= rows[:, None] <= last_row[None, :]
+            cpaths.decided_n[q] = both.sum(axis=0)
+            d = np.where(both, xs[np.ix_(rows, lo_col[q])] - xs[np.ix_(rows, hi_col[q])], 0.0)
+            onehot = (codes[rows][None, :] == np.arange(k_groups)[:, None]).astype(np.float64)
+            upto_n = (onehot @ both.astype(np.float64)).T  # paired items of each cluster
+            upto_s = (onehot @ d).T
+            whole = enter[q] <= last_row[:, None]  # entered by the decision: all r taken
+            count[q] = np.where(whole, r, upto_n)
+            total[q] = np.where(whole, total[q], upto_s)
+    count[:, 0] = 0
+    total[:, 0] = 0.0
+    cpaths.count[:] = count.astype(cpaths.count.dtype)
+    cpaths.total[:] = total

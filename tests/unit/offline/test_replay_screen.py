@@ -1,5 +1,7 @@
-"""The replay's screened pass of 0/1 scores leaves the paths of the full item-by-item pass:
-every field of every pair exactly equal, with and without a margin, with absent scores."""
+"""The replay's fast passes of 0/1 scores leave the state of the full item-by-item pass:
+the screened item-level pass the paths of :func:`advance`, the sampled-clusters replay the
+state of :func:`advance_clusters` — every field of every pair exactly equal, with and without
+a margin, with absent scores."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 
 from monitor.io.tables import ScoreTable
 from monitor.offline import replay
+from monitor.stats.cluster_sequential import ClusterPaths
 from monitor.stats.sequential import PairPaths
 
 
@@ -100,3 +103,52 @@ def test_the_replay_takes_the_screened_pass_to_the_same_paths(
         full = decide(order)
         assert _differences(full, screened[order]) == []
         assert (full.decided != 0).any()
+
+
+def _cluster_both(x: np.ndarray, codes: np.ndarray, *, r: int, margin: float | None,
+                  seed: int) -> tuple[ClusterPaths, ClusterPaths]:
+    """:func:`advance_clusters` on every paired item, and the clusters replay, of every pair
+    of ``x``'s columns (clusters ``codes``, 0: no label)."""
+    rng = np.random.default_rng(seed)
+    lo, hi = np.triu_indices(x.shape[1], 1)
+    log_thr = -np.log(rng.choice([0.5, 0.3, 0.05], lo.size))
+    present = ~np.isnan(x)
+    arrival = np.where(present, np.arange(x.size).reshape(x.shape), np.iinfo(np.int64).max)
+    full = ClusterPaths.empty(lo.size, int(codes.max()) + 1)
+    replay._item_pass(PairPaths.empty(lo.size), full, x, present, arrival, lo, hi, codes,
+                      by_rows=True, log_thr=log_thr, margin=margin, cluster_items=r)
+    fast = ClusterPaths.empty(lo.size, int(codes.max()) + 1)
+    replay._cluster_replay(fast, x, present, lo, hi, codes, r=r, log_thr=log_thr,
+                           margin=margin)
+    return full, fast
+
+
+@pytest.mark.parametrize("margin", [None, 0.01, 0.4])
+@pytest.mark.parametrize("seed", range(6))
+def test_clusters_replay_equals_the_item_by_item_pass(
+        seed: int, margin: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "_CLUSTER_PAIRS", 4)  # blocks of pairs too
+    rng = np.random.default_rng(seed)
+    n_items = int(rng.integers(1500, 3000))
+    x = _board(seed, n_items=n_items, k=int(rng.integers(4, 8)), absent=(0.0, 0.15)[seed % 2])
+    clusters = int(rng.integers(150, 400))
+    # some items without a cluster label (0) on every other board
+    codes = np.asarray(rng.integers(int(seed % 2 == 0), clusters + 1, n_items), dtype=np.int64)
+    full, fast = _cluster_both(x, codes, r=int(rng.choice([1, 2, 5])), margin=margin,
+                               seed=seed)
+    assert [f.name for f in fields(ClusterPaths)
+            if not np.array_equal(getattr(full, f.name), getattr(fast, f.name))] == []
+    assert (full.equivalent if margin == 0.4 else full.decided != 0).any()
+
+
+def test_a_clusters_screen_that_skips_too_much_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison above can fail: bounds that rule out every resolution leave other
+    decisions."""
+    rng = np.random.default_rng(0)
+    x = _board(0, n_items=2500, k=6, absent=0.1)
+    codes = np.asarray(rng.integers(1, 300, x.shape[0]), dtype=np.int64)
+    monkeypatch.setattr(replay, "max_log_e", lambda clusters: 0.0)
+    full, fast = _cluster_both(x, codes, r=2, margin=None, seed=0)
+    assert (full.decided != 0).any()
+    assert not np.array_equal(full.decided, fast.decided)
