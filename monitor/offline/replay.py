@@ -69,7 +69,9 @@ _LEAF_ROWS = 16
 _PRODUCT_CELLS = 400
 _FOLLOW_CELLS = 2_000_000
 # pairs per block of the sampled-clusters replay (:func:`_cluster_replay`)
-_CLUSTER_PAIRS = 65_536
+_CLUSTER_PAIRS = 16_384
+# pairs per descent of the screened pass (:func:`_descend`)
+_DESCEND_PAIRS = 65_536
 
 
 RULES = ("board", "family")
@@ -177,9 +179,10 @@ def _decide(
     # items arrive in row order, so no pair's items need sorting.
     seen = arr[present]  # row-major
     by_rows = bool(np.all(seen[1:] > seen[:-1]))
-    binary = bool(np.all((x[present] == 0.0) | (x[present] == 1.0)))
-    screened = by_rows and binary
-    if screened:
+    del seen, arrival
+    binary = not np.any((x != 0.0) & (x != 1.0) & present)
+    if by_rows and binary:
+        del arr  # (the table at most once more in memory during the passes)
         _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
         if cpaths is not None:
             _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=cluster_items,
@@ -229,6 +232,17 @@ def _item_pass(paths: PairPaths | None, cpaths: ClusterPaths | None, x: np.ndarr
                              log_threshold=log_thr, margin=margin)
 
 
+def _scores_of(x: np.ndarray, present: np.ndarray, used: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Presence and 0/1 scores (0 where absent, float32: exact) of the columns ``used``
+    (ascending), without copies of the whole table when they are all of them."""
+    every = used.size == x.shape[1]
+    pres = present if every else present[:, used]
+    xs = np.zeros(pres.shape, dtype=np.float32)
+    np.copyto(xs, x if every else x[:, used], casting="same_kind", where=pres)
+    return pres, xs
+
+
 def _pair_sums(pres: np.ndarray, xs: np.ndarray, a: np.ndarray, b: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sums (n, S, V) of the pairs (a, b) of columns over a block of rows of 0/1 scores
@@ -263,7 +277,7 @@ def _pair_sums(pres: np.ndarray, xs: np.ndarray, a: np.ndarray, b: np.ndarray
         cols = np.flatnonzero(used)
         pres, xs = pres[:, cols], xs[:, cols]
     flat_ab, flat_ba = a * ku + b, b * ku + a
-    x32 = xs.astype(np.float32)
+    x32 = xs.astype(np.float32, copy=False)
     both_x = (x32.T @ x32).ravel().take(flat_ab).astype(np.float64)  # Σ X_a X_b
     if full:
         col = x32.sum(axis=0, dtype=np.float64)
@@ -302,8 +316,7 @@ def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col:
     n_rows = x.shape[0]
     used, inverse = np.unique(np.r_[lo_col, hi_col], return_inverse=True)
     a, b = inverse[:m], inverse[m:]
-    pres = present[:, used]
-    xs = np.where(pres, x[:, used], 0.0)
+    pres, xs = _scores_of(x, present, used)
     n, s, v = np.zeros(m), np.zeros(m), np.zeros(m)
     recheck = np.zeros(m)
     still = np.ones(m, dtype=bool)  # neither resolved nor declared equivalent
@@ -319,9 +332,11 @@ def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col:
                 base = (n[cand], s[cand], v[cand])
                 after = (n1[cand], s1[cand], v1[cand])
                 go = np.flatnonzero(screen.may_decide(cand, base, after))
-                _descend(paths, cand[go], pres[rows], xs[rows], a, b,
-                         base=tuple(x0[go] for x0 in base),
-                         total=(dn[cand[go]], ds[cand[go]], dv[cand[go]]), screen=screen)
+                for at in range(0, go.size, _DESCEND_PAIRS):  # pairs apart: bounded memory
+                    g = go[at:at + _DESCEND_PAIRS]
+                    _descend(paths, cand[g], pres[rows], xs[rows], a, b,
+                             base=tuple(x0[g] for x0 in base),
+                             total=(dn[cand[g]], ds[cand[g]], dv[cand[g]]), screen=screen)
                 still[cand] = paths.open(cand)
                 # When each pair read here needs reading again: after as many more paired
                 # items as its next decision needs at least.
@@ -408,7 +423,7 @@ def _descend(paths: PairPaths, f: np.ndarray, pres: np.ndarray, xs: np.ndarray, 
         local = paths.take(f)
         both = pres[:, a[f]] & pres[:, b[f]]
         pp, rr = np.nonzero(both.T)  # pair by pair, each in row order
-        d = xs[rr, a[f][pp]] - xs[rr, b[f][pp]]
+        d = (xs[rr, a[f][pp]] - xs[rr, b[f][pp]]).astype(np.float64)
         advance(local, pp, d, np.zeros(pp.size, dtype=bool), base_n=base[0],
                 base_s=base[1], base_v=base[2], log_threshold=screen.log_thr[f],
                 margin=screen.margin)
@@ -581,7 +596,7 @@ def _cluster_replay(cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
     is the decision, resolution first. The state stops there, as the item-by-item pass stops
     it: the items a decided pair took are those up to its decision.
     """
-    xs = np.where(present, x, 0.0)
+    _, xs = _scores_of(x, present, np.arange(x.shape[1]))
     for top in range(0, lo_col.size, _CLUSTER_PAIRS):
         at = slice(top, top + _CLUSTER_PAIRS)
         block = ClusterPaths.empty(lo_col[at].size, cpaths.count.shape[1])

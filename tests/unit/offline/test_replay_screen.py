@@ -52,9 +52,13 @@ def _differences(a: PairPaths, b: PairPaths) -> list[str]:
             if not np.array_equal(getattr(a, f.name), getattr(b, f.name))]
 
 
+@pytest.mark.parametrize("products", [True, False])
 @pytest.mark.parametrize("margin", [None, 0.01, 0.2])
 @pytest.mark.parametrize("seed", range(6))
-def test_screened_pass_equals_the_item_by_item_pass(seed: int, margin: float | None) -> None:
+def test_screened_pass_equals_the_item_by_item_pass(
+        seed: int, margin: float | None, products: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not products:  # the runs' sums from the pairs' columns instead of dense products
+        monkeypatch.setattr(replay, "_PRODUCT_CELLS", 0)
     rng = np.random.default_rng(seed)
     x = _board(seed, n_items=int(rng.integers(200, 2500)), k=int(rng.integers(3, 8)),
                absent=(0.0, 0.15)[seed % 2])
