@@ -182,7 +182,7 @@ def _decide(
     del seen, arrival
     binary = not np.any((x != 0.0) & (x != 1.0) & present)
     if by_rows and binary:
-        del arr  # (the table at most once more in memory during the passes)
+        del arr  # the fast passes read the rows in order: no arrival ranks
         _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
         if cpaths is not None:
             _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=cluster_items,
@@ -193,13 +193,12 @@ def _decide(
     return paths, shares, a_first, cpaths
 
 
-def _item_pass(paths: PairPaths | None, cpaths: ClusterPaths | None, x: np.ndarray,
+def _item_pass(paths: PairPaths, cpaths: ClusterPaths | None, x: np.ndarray,
                present: np.ndarray, arr: np.ndarray, lo_col: np.ndarray, hi_col: np.ndarray,
                codes: np.ndarray, *, by_rows: bool, log_thr: np.ndarray,
                margin: float | None, cluster_items: int) -> None:
-    """Every paired item of every pair, in arrival order, through :func:`advance` (``paths``,
-    unless None) and :func:`advance_clusters` (``cpaths``, unless None), a chunk of pairs at
-    a time."""
+    """Every paired item of every pair, in arrival order, through :func:`advance` and (unless
+    ``cpaths`` is None) :func:`advance_clusters`, a chunk of pairs at a time."""
     n_items = x.shape[0]
     m = lo_col.size
     big = np.iinfo(np.int64).max
@@ -222,10 +221,9 @@ def _item_pass(paths: PairPaths | None, cpaths: ClusterPaths | None, x: np.ndarr
             pp, rank = np.nonzero(both.T)  # pair by pair, each in arrival order
             va, vb = xa[rank, pp], xb[rank, pp]
             rows = seq[rank, pp]  # each item's row of the (replay-ordered) table
-        if paths is not None:
-            nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
-            advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero,
-                    base_v=zero, log_threshold=log_thr, margin=margin)
+        nonbinary = (va != 0.0) & (va != 1.0) | (vb != 0.0) & (vb != 1.0)
+        advance(paths, cols[pp], va - vb, nonbinary, base_n=zero, base_s=zero,
+                base_v=zero, log_threshold=log_thr, margin=margin)
         if cpaths is not None:
             advance_clusters(cpaths, cols[pp], codes[rows], va - vb,
                              rank.astype(np.float64) + 1.0, r=cluster_items,
