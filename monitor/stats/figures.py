@@ -304,12 +304,31 @@ class PairFigures:
         return np.asarray((self.clusters_seen >= self.cluster_min)
                           | (self.verdict_code() != 0), dtype=bool)
 
+    def _verdict_at(self, k: int) -> int:
+        """:meth:`verdict_code` of pair ``k`` alone (a record reads one pair: O(1), not a pass
+        over every pair of the board)."""
+        if self.design == "clusters":
+            decided, equivalent = self.cluster_decided, self.cluster_equivalent
+        else:
+            decided, equivalent = self.decided, self.equivalent
+        if equivalent is not None and np.asarray(equivalent)[k] != 0:
+            return 2
+        return 0 if decided is None else int(decided[k])
+
+    def _decidable_at(self, k: int, code: int) -> bool:
+        """:meth:`decidable` of pair ``k`` alone, its verdict code ``code``."""
+        if self.design != "clusters" or self.cluster_min is None:
+            return True
+        seen = np.asarray(self.clusters_seen)
+        return bool((seen if seen.ndim == 0 else seen[k]) >= self.cluster_min[k] or code != 0)
+
     def record(self, k: int) -> PairRecord:
         """The figures of pair ``k`` as plain Python numbers."""
         def at(x: FloatArray | None) -> float | None:
             return None if x is None else float(x[k])
 
         binary = bool(self.binary[k])
+        code = self._verdict_at(k)
         cells = [round(float(c[k])) if binary else None
                  for c in (self.n11, self.n10, self.n01, self.n00)]
         return PairRecord(
@@ -347,7 +366,7 @@ class PairFigures:
             cluster_min=(None if self.cluster_min is None
                          else round(float(self.cluster_min[k]))),
             clusters_seen=self.clusters_seen,
-            verdict_code=int(self.verdict_code()[k]), decidable=bool(self.decidable()[k]),
+            verdict_code=code, decidable=self._decidable_at(k, code),
         )
 
 
