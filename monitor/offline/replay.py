@@ -48,7 +48,7 @@ from monitor.stats.sequential import (
     items_to_decide,
     log_threshold,
     may_be_equivalent,
-    mcnemar_boundary,
+    may_cross,
     pair_number,
     pair_share,
     planned_pairs,
@@ -318,7 +318,7 @@ def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col:
     n, s, v = np.zeros(m), np.zeros(m), np.zeros(m)
     recheck = np.zeros(m)
     still = np.ones(m, dtype=bool)  # neither resolved nor declared equivalent
-    screen = _Screen.of(log_thr, margin=margin)
+    screen = _Screen(log_thr, margin)
     with single_thread_blas():  # small products: OpenBLAS' pool only slows them on a busy host
         for top in range(0, n_rows, segment):
             rows = slice(top, top + segment)
@@ -349,60 +349,28 @@ def _screened_pass(paths: PairPaths, x: np.ndarray, present: np.ndarray, lo_col:
             n, s, v = n1, s1, v1
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Screen:
-    """Whether pairs may be decided on a run of rows, from the run's end points: the test
-    :func:`may_cross` makes of a McNemar segment with nothing frozen — E₊ grows with n10 and
-    falls with n01, so on the run it stays below its level unless n10 at the end reaches
-    T[n01 at the start] (:func:`mcnemar_boundary`), and E₋ the mirror — read from one table
-    per level stacked by pair (the same boundaries, one lookup for every pair), and
-    :func:`may_be_equivalent` with a margin. ``False`` is a proof that no item of the run
-    decided the pair."""
+    """Whether pairs (fresh McNemar segments) may be decided on a run of rows, from the run's
+    end points: :func:`may_cross` and, with a margin, :func:`may_be_equivalent` — the live
+    core's screen. ``False`` is a proof that no item of the run decided the pair."""
 
-    side: np.ndarray  # the distinct one-sided levels log(2/γ)
-    level: np.ndarray  # each pair's level, as a row of ``bound``
-    bound: np.ndarray  # T of each level, as far as the counts met so far
     log_thr: np.ndarray
     margin: float | None
-
-    @classmethod
-    def of(cls, log_thr: np.ndarray, *, margin: float | None) -> _Screen:
-        side, level = np.unique(log_thr + _LOG2, return_inverse=True)
-        return cls(side=side, level=level.reshape(-1), bound=np.zeros((side.size, 0), np.int64),
-                   log_thr=log_thr, margin=margin)
-
-    def _bound(self, size: int) -> np.ndarray:
-        """The tables, at least ``size`` wide (grown by doubling, as :func:`mcnemar_boundary`
-        grows its own)."""
-        if self.bound.shape[1] < size:
-            width = 1024
-            while width < size:
-                width *= 2
-            self.bound = np.stack([mcnemar_boundary(float(t), width)[:width]
-                                   for t in self.side])
-        return self.bound
 
     def may_decide(self, f: np.ndarray, before: tuple[np.ndarray, ...],
                    after: tuple[np.ndarray, ...]) -> np.ndarray:
         """Pairs ``f`` between the states (n, S, V) ``before`` and ``after``."""
-        if f.size == 0:
-            return np.zeros(0, dtype=bool)
-        # n10 = (V + S)/2 and n01 = (V − S)/2: integers, as the sums are
-        a0 = ((before[2] + before[1]) / 2.0).astype(np.int64)
-        b0 = ((before[2] - before[1]) / 2.0).astype(np.int64)
-        a1 = ((after[2] + after[1]) / 2.0).astype(np.int64)
-        b1 = ((after[2] - after[1]) / 2.0).astype(np.int64)
-        bound = self._bound(int(max(a0.max(), b0.max())) + 1)
-        lvl = self.level[f]
-        out = (a1 >= bound[lvl, b0]) | (b1 >= bound[lvl, a0])
+        zero = np.zeros(f.size)
+        out = may_cross(np.full(f.size, MCNEMAR, dtype=np.int8), before, after, start_n=zero,
+                        start_s=zero, start_v=zero, start_log_plus=zero, start_log_minus=zero,
+                        log_threshold=self.log_thr[f])
         if self.margin is not None:  # a tied pair may be declared equivalent in the run
             rest = np.flatnonzero(~out)
-            zero = np.zeros(rest.size)
             out[rest] = may_be_equivalent(
-                (before[0][rest], before[1][rest], before[2][rest]),
-                (after[0][rest], after[1][rest], after[2][rest]),
-                start_n=zero, start_s=zero, start_v=zero, margin=self.margin,
-                log_threshold=self.log_thr[f[rest]])
+                tuple(x[rest] for x in before), tuple(x[rest] for x in after),
+                start_n=zero[rest], start_s=zero[rest], start_v=zero[rest],
+                margin=self.margin, log_threshold=self.log_thr[f[rest]])
         return out
 
 
