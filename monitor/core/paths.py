@@ -16,7 +16,6 @@ e-process segment.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from itertools import pairwise
 
 import numpy as np
@@ -27,7 +26,6 @@ from monitor.stats.cluster_sequential import advance_clusters
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
-    PairPaths,
     advance,
     block_share,
     items_to_decide,
@@ -368,8 +366,7 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     local = st.paths.take(flat)
     decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
                       log_threshold=thr, margin=st.spec.margin)
-    for f in fields(PairPaths):
-        getattr(st.paths, f.name)[flat] = getattr(local, f.name)
+    st.paths.put(flat, local)
     return flat[decided]
 
 

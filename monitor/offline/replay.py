@@ -361,16 +361,17 @@ class _Screen:
     def may_decide(self, f: np.ndarray, before: tuple[np.ndarray, ...],
                    after: tuple[np.ndarray, ...]) -> np.ndarray:
         """Pairs ``f`` between the states (n, S, V) ``before`` and ``after``."""
+        (n0, s0, v0), (n1, s1, v1) = before, after
         zero = np.zeros(f.size)
-        out = may_cross(np.full(f.size, MCNEMAR, dtype=np.int8), before, after, start_n=zero,
-                        start_s=zero, start_v=zero, start_log_plus=zero, start_log_minus=zero,
-                        log_threshold=self.log_thr[f])
+        out = may_cross(np.full(f.size, MCNEMAR, dtype=np.int8), (n0, s0, v0), (n1, s1, v1),
+                        start_n=zero, start_s=zero, start_v=zero, start_log_plus=zero,
+                        start_log_minus=zero, log_threshold=self.log_thr[f])
         if self.margin is not None:  # a tied pair may be declared equivalent in the run
-            rest = np.flatnonzero(~out)
-            out[rest] = may_be_equivalent(
-                tuple(x[rest] for x in before), tuple(x[rest] for x in after),
-                start_n=zero[rest], start_s=zero[rest], start_v=zero[rest],
-                margin=self.margin, log_threshold=self.log_thr[f[rest]])
+            r = np.flatnonzero(~out)
+            out[r] = may_be_equivalent(
+                (n0[r], s0[r], v0[r]), (n1[r], s1[r], v1[r]), start_n=zero[r],
+                start_s=zero[r], start_v=zero[r], margin=self.margin,
+                log_threshold=self.log_thr[f[r]])
         return out
 
 
@@ -393,8 +394,7 @@ def _descend(paths: PairPaths, f: np.ndarray, pres: np.ndarray, xs: np.ndarray, 
         advance(local, pp, d, np.zeros(pp.size, dtype=bool), base_n=base[0],
                 base_s=base[1], base_v=base[2], log_threshold=screen.log_thr[f],
                 margin=screen.margin)
-        for name in PairPaths.__dataclass_fields__:
-            getattr(paths, name)[f] = getattr(local, name)
+        paths.put(f, local)
         return
     half = rows // 2
     first = _pair_sums(pres[:half], xs[:half], a[f], b[f])
@@ -568,8 +568,7 @@ def _cluster_replay(cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
         block = ClusterPaths.empty(lo_col[at].size, cpaths.count.shape[1])
         _cluster_block(block, xs, present, lo_col[at], hi_col[at], codes, r=r,
                        log_thr=log_thr[at], margin=margin)
-        for name in ClusterPaths.__dataclass_fields__:
-            getattr(cpaths, name)[at] = getattr(block, name)
+        cpaths.put(at, block)
 
 
 def _cluster_block(cpaths: ClusterPaths, xs: np.ndarray, present: np.ndarray,

@@ -185,6 +185,11 @@ class ClusterPaths:
     def shape(self) -> tuple[int, int]:
         return (int(self.count.shape[0]), int(self.count.shape[1]))
 
+    def put(self, idx: slice, part: ClusterPaths) -> None:
+        """Write the state of the pairs ``part`` holds at ``idx``."""
+        for name in self.__dataclass_fields__:
+            getattr(self, name)[idx] = getattr(part, name)
+
     def grown(self, pairs: int, clusters: int) -> ClusterPaths:
         """A copy with room for at least ``pairs`` pairs and ``clusters`` cluster columns."""
         p0, g0 = self.shape

@@ -171,6 +171,11 @@ class PairPaths:
     def take(self, idx: ArrayLike) -> PairPaths:
         return PairPaths(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
 
+    def put(self, idx: ArrayLike, part: PairPaths) -> None:
+        """Write ``part`` (as :meth:`take` gave it, since moved on) back at ``idx``."""
+        for k in self.__dataclass_fields__:
+            getattr(self, k)[idx] = getattr(part, k)
+
     def seen_from(self, idx: ArrayLike, swap: ArrayLike) -> PairPaths:
         """The states of pairs ``idx``, seen from the second model where ``swap``: S at the
         segment start and the decision change sign, and E₊ and E₋ trade places."""
