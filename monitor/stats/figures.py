@@ -282,45 +282,28 @@ class PairFigures:
         with np.errstate(over="ignore"):
             return np.exp(self.log_e)
 
-    def verdict_code(self) -> NDArray[np.int8]:
+    def verdict_code(self, at: slice = slice(None)) -> NDArray[np.int8]:
         """The pair's verdict under the declared design: +1 (A resolved better), −1 (B),
         2 (equivalent within the margin), 0 (open). Sampled clusters: the clustered decision;
-        otherwise the item-level one."""
+        otherwise the item-level one. ``at``: of those pairs only (a record reads one)."""
         if self.design == "clusters":
             decided, equivalent = self.cluster_decided, self.cluster_equivalent
         else:
             decided, equivalent = self.decided, self.equivalent
-        code = (np.zeros(self.n.shape, np.int8) if decided is None
-                else np.asarray(decided, dtype=np.int8).copy())
+        code = (np.zeros(self.n[at].shape, np.int8) if decided is None
+                else np.asarray(decided[at], dtype=np.int8).copy())
         if equivalent is not None:
-            code[np.asarray(equivalent) != 0] = 2
+            code[np.asarray(equivalent)[at] != 0] = 2
         return code
 
-    def decidable(self) -> BoolArray:
+    def decidable(self, at: slice = slice(None)) -> BoolArray:
         """False where the design allows no decision: sampled clusters, with fewer clusters
-        on the board than any decision at the pair's share needs."""
+        on the board than any decision at the pair's share needs. ``at``: of those pairs
+        only."""
         if self.design != "clusters" or self.cluster_min is None:
-            return np.ones(self.n.shape, dtype=bool)
-        return np.asarray((self.clusters_seen >= self.cluster_min)
-                          | (self.verdict_code() != 0), dtype=bool)
-
-    def _verdict_at(self, k: int) -> int:
-        """:meth:`verdict_code` of pair ``k`` alone (a record reads one pair: O(1), not a pass
-        over every pair of the board)."""
-        if self.design == "clusters":
-            decided, equivalent = self.cluster_decided, self.cluster_equivalent
-        else:
-            decided, equivalent = self.decided, self.equivalent
-        if equivalent is not None and np.asarray(equivalent)[k] != 0:
-            return 2
-        return 0 if decided is None else int(decided[k])
-
-    def _decidable_at(self, k: int, code: int) -> bool:
-        """:meth:`decidable` of pair ``k`` alone, its verdict code ``code``."""
-        if self.design != "clusters" or self.cluster_min is None:
-            return True
-        seen = np.asarray(self.clusters_seen)
-        return bool((seen if seen.ndim == 0 else seen[k]) >= self.cluster_min[k] or code != 0)
+            return np.ones(self.n[at].shape, dtype=bool)
+        return np.asarray((self.clusters_seen >= self.cluster_min[at])
+                          | (self.verdict_code(at) != 0), dtype=bool)
 
     def record(self, k: int) -> PairRecord:
         """The figures of pair ``k`` as plain Python numbers."""
@@ -328,7 +311,7 @@ class PairFigures:
             return None if x is None else float(x[k])
 
         binary = bool(self.binary[k])
-        code = self._verdict_at(k)
+        one = slice(k, k + 1)
         cells = [round(float(c[k])) if binary else None
                  for c in (self.n11, self.n10, self.n01, self.n00)]
         return PairRecord(
@@ -366,7 +349,8 @@ class PairFigures:
             cluster_min=(None if self.cluster_min is None
                          else round(float(self.cluster_min[k]))),
             clusters_seen=self.clusters_seen,
-            verdict_code=code, decidable=self._decidable_at(k, code),
+            verdict_code=int(self.verdict_code(one)[0]),
+            decidable=bool(self.decidable(one)[0]),
         )
 
 
