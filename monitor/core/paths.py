@@ -144,11 +144,12 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     ti, jj = np.nonzero(work)
     c = touched[ti]
     lo, hi = np.minimum(c, jj), np.maximum(c, jj)
-    keep = st.paths.open(lo * cap + hi)
-    st.recheck[(lo * cap + hi)[~keep]] = _NEVER  # decided (a restored state starts at 0)
+    flat = lo * cap + hi
+    keep = st.paths.open(flat)
+    st.recheck[flat[~keep]] = _NEVER  # decided (a restored state starts at 0)
     if nonbinary_col.any():
         keep |= nonbinary_col[c] | nonbinary_col[jj]
-    c, jj = c[keep], jj[keep]
+    c, jj, lo, hi, flat = c[keep], jj[keep], lo[keep], hi[keep], flat[keep]
     before = st.pair_nsv(c, jj)
     st.fold_new(rows, cols, scores)
     # Sampled clusters: the clustered decisions are the verdicts (the item-level pass below
@@ -157,21 +158,20 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                  _cluster_pass(st, rows, cols, scores, alpha=alpha,
                                planned_models=planned_models))
     after = st.pair_nsv(c, jj)
-    grew = after[0] > before[0]
     # The screen above bounded each pair's new items by its two models' results in the run;
-    # a pair whose paired items now are still short of its next decision's count is done.
-    pair_lo, pair_hi = np.minimum(c, jj), np.maximum(c, jj)
-    grew &= after[0] >= st.recheck[pair_lo * cap + pair_hi]
+    # a pair whose paired items now are still short of its next decision's count is done
+    # (save those of a model with scores other than 0/1, read whenever they grow).
+    grew = after[0] > before[0]
+    due = after[0] >= st.recheck[flat]
     if nonbinary_col.any():
-        grew |= (after[0] > before[0]) & (nonbinary_col[c] | nonbinary_col[jj])
+        due |= nonbinary_col[c] | nonbinary_col[jj]
+    grew &= due
     if not grew.any():
         return _NONE if clustered is None else clustered
-    c, jj = c[grew], jj[grew]
+    c, jj, lo, hi, flat = c[grew], jj[grew], lo[grew], hi[grew], flat[grew]
     before = tuple(b[grew] for b in before)  # type: ignore[assignment]
     after = tuple(a[grew] for a in after)  # type: ignore[assignment]
-    lo, hi = np.minimum(c, jj), np.maximum(c, jj)
     sign = np.where(c == lo, 1.0, -1.0)  # S of (lo, hi) from c's side
-    flat = lo * cap + hi
     paths = st.paths
     kind = paths.kind[flat]
     binary_now = ~nonbinary_col[c] & ~nonbinary_col[jj]
