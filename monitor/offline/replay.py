@@ -43,8 +43,8 @@ from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
     PairPaths,
-    _equivalence_bound,
     advance,
+    equivalence_bound,
     items_to_decide,
     log_threshold,
     may_be_equivalent,
@@ -557,7 +557,7 @@ def _cluster_replay(cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
     of c for every pair (column sums); else each pair's own, from its presence. Each pair's
     observations in entry order give its sums (integers, exact) after each; the e-values
     are evaluated only where they may reach the level — :func:`max_log_e` of the observations
-    so far for resolution, the arithmetic bound :func:`_equivalence_bound` (the one
+    so far for resolution, the arithmetic bound :func:`equivalence_bound` (the one
     :func:`advance` screens with) for equivalence — and the first observation that decides
     is the decision, resolution first. The state stops there, as the item-by-item pass stops
     it: the items a decided pair took are those up to its decision.
@@ -638,7 +638,7 @@ def _cluster_block(cpaths: ClusterPaths, xs: np.ndarray, present: np.ndarray,
     equal = np.zeros(entered.shape, dtype=bool)
     eq_log_e = np.zeros(entered.shape)
     if margin is not None:
-        b1, b2 = _equivalence_bound(n_obs, s / r, v / (r * r), margin)
+        b1, b2 = equivalence_bound(n_obs, s / r, v / (r * r), margin)
         maybe = entered & ~crossed & (b1 >= thr - 1e-9) & (b2 >= thr - 1e-9)
         if maybe.any():
             n_o, s_o, v_o = n_obs[maybe], s[maybe] / r, v[maybe] / (r * r)

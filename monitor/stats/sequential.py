@@ -258,7 +258,7 @@ def log_e_equivalence(dn: ArrayLike, ds: ArrayLike, dv: ArrayLike, margin: float
     return np.asarray(below, dtype=np.float64), np.asarray(above, dtype=np.float64)
 
 
-def _equivalence_bound(n: FloatArray, s: FloatArray, v: FloatArray, margin: float
+def equivalence_bound(n: FloatArray, s: FloatArray, v: FloatArray, margin: float
                        ) -> tuple[FloatArray, FloatArray]:
     """Upper bounds on the two :func:`log_e_equivalence` values, by arithmetic only: a
     one-sided mixture never exceeds sup over λ ∈ [0, 1) of λs − ψ_E(λ)v ≤ s²/(2v) (or s − v/2
@@ -284,7 +284,7 @@ def may_be_equivalent(before: tuple[FloatArray, FloatArray, FloatArray],
     segment, read from the end points (as :func:`may_cross` for resolution). ``False`` is a
     proof that no item of the run decided it.
 
-    Each side's bound (:func:`_equivalence_bound`) grows with its centred gap and falls with
+    Each side's bound (:func:`equivalence_bound`) grows with its centred gap and falls with
     its centred ΣD²; over the run the gap grows by at most (Δn · (1 + Δ) terms …) its share of
     (ΔS' + √(Δn ΔV'))/2 (Cauchy–Schwarz on the centred increments), and ΣD² is at least its
     value at the start.
@@ -433,7 +433,7 @@ def advance(
             ds = s[cand] - item_start[1][cand]
             dv = np.maximum(v[cand] - item_start[2][cand], 0.0)
             thr_eq = log_threshold[g[cand]] + _LOG2
-            b1, b2 = _equivalence_bound(dn, ds, dv, margin)
+            b1, b2 = equivalence_bound(dn, ds, dv, margin)
             maybe = np.flatnonzero((b1 >= thr_eq) & (b2 >= thr_eq))
             if maybe.size:
                 e1, e2 = log_e_equivalence(dn[maybe], ds[maybe], dv[maybe], margin)
@@ -571,7 +571,7 @@ def items_to_decide(kind: NDArray[np.int8], n: FloatArray, s: FloatArray, v: Flo
     * Resolution: E₊ crosses exactly where n10 ≥ T[n01] (:func:`mcnemar_boundary`, T
       nondecreasing), and n10 grows by at most one per item while n01 does not fall, so E₊
       needs at least T[n01] − n10 more items; E₋ at least T[n10] − n01.
-    * Equivalence (``margin``) needs both of :func:`_equivalence_bound`'s sides at their
+    * Equivalence (``margin``) needs both of :func:`equivalence_bound`'s sides at their
       threshold; each grows with its centred gap — by at most (1 + Δ)/c per item — and falls
       with its centred ΣD², which never falls, as in :func:`may_be_equivalent`.
 

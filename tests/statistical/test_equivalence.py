@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from monitor.stats.sequential import PairPaths, _equivalence_bound, advance, log_e_equivalence
+from monitor.stats.sequential import PairPaths, advance, equivalence_bound, log_e_equivalence
 
 MARGIN = 0.05
 SHARE = 0.1  # γ of the simulated pairs: the decision's error is at most γ/2 at |δ| = Δ
@@ -38,7 +38,7 @@ def _ever_below_margin(delta: float, streams: int, seed: int) -> np.ndarray:
     n = np.broadcast_to(np.arange(1.0, ITEMS + 1.0), d.shape)
     s, v = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
     thr = math.log(2.0 / SHARE)
-    below_bound, _ = _equivalence_bound(n, s, v, MARGIN)
+    below_bound, _ = equivalence_bound(n, s, v, MARGIN)
     ever = np.zeros(streams, dtype=bool)
     rows, cols = np.nonzero(below_bound >= thr)  # only where the bound allows a crossing
     if rows.size:
