@@ -59,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -328,7 +329,7 @@ def _fresh_connection(port: int, pattern: int) -> str:
 _PATTERNS = ("client close", "server close", "reset after", "half-closed", "reset before")
 
 
-def _c1_met(by_pattern: dict[int, dict[str, int]], counted: str, probe: Probe) -> bool:
+def _c1_met(by_pattern: dict[int, Counter[str]], counted: str, probe: Probe) -> bool:
     """The rule of test_hostile_connections' exact-count test: every answered /healthz is a
     200 (a half-closed connection may be closed unanswered, one reset before its request gets
     none), each of the three patterns that keep the connection open for the answer got all
@@ -336,7 +337,7 @@ def _c1_met(by_pattern: dict[int, dict[str, int]], counted: str, probe: Probe) -
     closed the server counts exactly one connection: the scrape's own."""
     seen = {status for got in by_pattern.values() for status in got}
     return (seen <= {"200", "none", "reset"}
-            and all(by_pattern.get(p, {}) == {"200": 1000} for p in (0, 1, 2))
+            and all(by_pattern[p] == Counter({"200": 1000}) for p in (0, 1, 2))
             and probe.failures == 0 and probe.p99_ms <= 250 and counted == "1")
 
 
@@ -348,12 +349,11 @@ def c1_connections(repo: Path, work: Path, new: bool) -> None:
     stuck: list[socket.socket] = []
     try:
         probe = Probe(srv.port)
-        by_pattern: dict[int, dict[str, int]] = {}
+        by_pattern: dict[int, Counter[str]] = defaultdict(Counter)
         t0 = time.perf_counter()
         for k in range(5000):
             got = _fresh_connection(srv.port, k % 5)
-            tally = by_pattern.setdefault(k % 5, {})
-            tally[got] = tally.get(got, 0) + 1
+            by_pattern[k % 5][got] += 1
         took = time.perf_counter() - t0
         for _ in range(1050):
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
@@ -369,10 +369,7 @@ def c1_connections(repo: Path, work: Path, new: bool) -> None:
         while (counted := _metric(srv, "llm_monitor_http_connections")) not in ("1", "n/a") \
                 and time.monotonic() < deadline:
             time.sleep(0.2)
-        statuses: dict[str, int] = {}
-        for tally in by_pattern.values():
-            for status, n in tally.items():
-                statuses[status] = statuses.get(status, 0) + n
+        statuses = sum(by_pattern.values(), Counter[str]())
         patterns = "; ".join(
             f"{_PATTERNS[p]} {dict(sorted(by_pattern[p].items()))}" for p in sorted(by_pattern))
         print(f"c1-connections: 5,000 fresh connections under ulimit -n 256 in {took:.1f} s → "
