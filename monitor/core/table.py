@@ -7,6 +7,7 @@ millions of pairs, and nobody reads them all at once. Entry [a, b] is model a ag
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,9 +45,16 @@ def undecidable_reason(f: PairRecord) -> str | None:
     """Why the design allows this pair no decision (None when it does)."""
     if f.decidable:
         return None
-    return (f"not decidable with {f.clusters_seen} clusters: at this pair's share "
-            f"γ = {f.e_alpha:.2g}, even clusters all won by one model reach 2/γ only with "
-            f"{f.cluster_min} or more")
+    return undecidable_text(f.clusters_seen, f.e_alpha, f.cluster_min)
+
+
+@functools.lru_cache(maxsize=256)
+def undecidable_text(clusters_seen: int | None, e_alpha: float, cluster_min: int | None) -> str:
+    """Why a pair at share ``e_alpha`` allows no decision with ``clusters_seen`` clusters
+    (a pair's share is one of a few levels: the texts repeat)."""
+    return (f"not decidable with {clusters_seen} clusters: at this pair's share "
+            f"γ = {e_alpha:.2g}, even clusters all won by one model reach 2/γ only with "
+            f"{cluster_min} or more")
 
 
 @dataclass(frozen=True, eq=False)

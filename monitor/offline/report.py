@@ -38,7 +38,7 @@ from monitor.core.records import (
     pair_columns,
     pair_objects,
 )
-from monitor.core.table import ASSUMPTIONS, GUARANTEE, undecidable_reason, verdict_text
+from monitor.core.table import ASSUMPTIONS, GUARANTEE, undecidable_text, verdict_text
 from monitor.defaults import RANK_SEED
 from monitor.errors import InputError
 from monitor.io.tables import ScoreTable
@@ -185,14 +185,19 @@ class AnytimeReplay:
         each was decided (and when, live), and why a pair allows no decision."""
         verdicts = self.verdicts(idx, model_a, model_b)
         f = self.figures
+        # Why a pair allows no decision: undecidable_reason of its record, from the arrays.
+        undecidable: list[str | None] = [None] * idx.size
+        if f.cluster_min is not None:
+            for i, k in enumerate(idx.tolist()):
+                if verdicts[i] == "undecidable":
+                    undecidable[i] = undecidable_text(f.clusters_seen, float(f.e_alpha[k]),
+                                                      round(float(f.cluster_min[k])))
         return PairContext(
             model_a=model_a, model_b=model_b, verdicts=verdicts,
             decided_at=[self.first_resolved_at[k] for k in idx.tolist()],
             decided_ts=(None if self.decided_ts is None
                         else [self.decided_ts[k] for k in idx.tolist()]),
-            undecidable=[undecidable_reason(f.record(k)) if v == "undecidable" else None
-                         for k, v in zip(idx.tolist(), verdicts, strict=True)],
-            **more)
+            undecidable=undecidable, **more)
 
     def summary(self, binary: bool) -> dict[str, Any]:
         """The top-level ``anytime`` object: the ranking route's, with how the items were
