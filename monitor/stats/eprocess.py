@@ -60,6 +60,7 @@ _LOG2 = math.log(2.0)
 _BISECT_STEPS = 64
 #: Absolute tolerance of each end of a confidence sequence (:func:`cs_bounded`).
 CS_TOLERANCE = 1e-14
+_CS_CHUNK = 1 << 16  # pairs per solve of :func:`cs_bounded`
 
 
 def _check_alpha(alpha: float) -> float:
@@ -323,8 +324,6 @@ def cs_bounded(
     >>> bool(lo < 0.1 < hi), bool(lo > 0)
     (True, True)
     """
-    from scipy.optimize.elementwise import find_root
-
     levels = np.asarray(alpha, dtype=float)
     if np.any(~np.isfinite(levels) | (levels <= 0.0) | (levels >= 1.0)):
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha!r}")
@@ -332,21 +331,36 @@ def cs_bounded(
         np.asarray(n, dtype=float), np.asarray(s, dtype=float), np.asarray(v, dtype=float),
         levels,
     )
-    thr = -np.log(aa)
+    thr = -np.log(aa).ravel()
+    flat = [x.ravel() for x in (nn, ss, vv)]
+    low, high = np.empty(thr.size), np.empty(thr.size)
+    for lo in range(0, thr.size, _CS_CHUNK):  # the solver's working arrays stay small
+        at = slice(lo, lo + _CS_CHUNK)
+        low[at], high[at] = _cs_ends(*(x[at] for x in flat), thr[at], v_opt=v_opt,
+                                     alpha_opt=alpha_opt)
+    if nn.ndim == 0:
+        return float(low[0]), float(high[0])
+    return low.reshape(nn.shape), high.reshape(nn.shape)
+
+
+def _cs_ends(n: Any, s: Any, v: Any, thr: Any, *, v_opt: float, alpha_opt: float
+             ) -> tuple[Any, Any]:
+    """:func:`cs_bounded` of flat arrays, thr = log(1/α)."""
+    from scipy.optimize.elementwise import find_root
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        center = np.where(nn > 0, np.clip(ss / np.where(nn > 0, nn, 1.0), -1.0, 1.0), 0.0)
+        center = np.where(n > 0, np.clip(s / np.where(n > 0, n, 1.0), -1.0, 1.0), 0.0)
     edge = 1.0 - 1e-9
     center = np.clip(center, -edge, edge)
 
     # Both ends in one solve (each element on its own): the upper ends, then the lower ones.
-    n2, s2, v2, thr2 = (np.concatenate([x.ravel(), x.ravel()]) for x in (nn, ss, vv, thr))
+    n2, s2, v2, thr2 = (np.concatenate([x, x]) for x in (n, s, v, thr))
 
     def f(delta: Any, n: Any, s: Any, v: Any, thr: Any) -> Any:
         return log_e_bounded(n, s, v, delta=delta, v_opt=v_opt, alpha_opt=alpha_opt) - thr
 
-    c = center.ravel()
-    inside = np.concatenate([c, c])
-    side = np.concatenate([np.ones_like(c), -np.ones_like(c)])
+    inside = np.concatenate([center, center])
+    side = np.concatenate([np.ones_like(center), -np.ones_like(center)])
     rho = mixture_rho(v_opt=v_opt, alpha_opt=alpha_opt)
     m = np.maximum(n2, 1.0)
     spread = np.maximum(v2 - s2 * s2 / m, 0.0) + rho
@@ -373,11 +387,7 @@ def cs_bounded(
         ends = np.where(f(outside, *args) >= 0, ends, side[rest])
         # The estimate itself excluded can only happen for degenerate tiny n: the point.
         out[rest] = np.where(f(inside[rest], *args) < 0, ends, inside[rest])
-    high = out[:c.size].reshape(center.shape)
-    low = out[c.size:].reshape(center.shape)
-    if high.ndim == 0:
-        return float(low), float(high)
-    return low, high
+    return out[center.size:], out[:center.size]
 
 
 def cs_mcnemar(
