@@ -332,11 +332,11 @@ def cs_bounded(
         levels,
     )
     thr = -np.log(aa).ravel()
-    flat = [x.ravel() for x in (nn, ss, vv)]
+    n1, s1, v1 = nn.ravel(), ss.ravel(), vv.ravel()
     low, high = np.empty(thr.size), np.empty(thr.size)
     for lo in range(0, thr.size, _CS_CHUNK):  # the solver's working arrays stay small
         at = slice(lo, lo + _CS_CHUNK)
-        low[at], high[at] = _cs_ends(*(x[at] for x in flat), thr[at], v_opt=v_opt,
+        low[at], high[at] = _cs_ends(n1[at], s1[at], v1[at], thr[at], v_opt=v_opt,
                                      alpha_opt=alpha_opt)
     if nn.ndim == 0:
         return float(low[0]), float(high[0])
