@@ -392,7 +392,7 @@ def n_star_anytime(
         exact[todo[sub[~done]]] = True
 
         # The first passage: crossing by N is at least as likely as being above the boundary
-        # at N, so its solution lies in [t_lo, t_end]; bisection in log V on the table.
+        # at N, so its solution lies in [t_lo, t_end], solved in log V on the table.
         ref = np.flatnonzero((t_hi >= tab.t_min) & ~first)
         d_r, s2_r, lm_r = d[ref], s_all[todo][ref], log_m2[ref]
 
