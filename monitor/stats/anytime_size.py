@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize.elementwise import find_root
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from monitor.stats.eprocess import (
@@ -183,7 +182,7 @@ def _n_star_anytime_exact(
 _T_MAX = math.log(1e12)  # largest log V tabulated: N ≤ 1e12 and V/N = σ² + δ² ≤ 1
 _GRID_STEP = 0.025
 _NEWTON_STEPS = 60
-_PASSAGE_TOLERANCE = 1e-13  # of the first-passage solve, in log V
+_PASSAGE_STEPS = 64  # bisection steps of the first-passage solve, in log V
 _LOG2 = math.log(2.0)
 _SLOPE_STEP = 1e-3  # central-difference step (in log V) of the reference's boundary slope
 
@@ -392,25 +391,18 @@ def n_star_anytime(
         exact[todo[sub[~done]]] = True
 
         # The first passage: crossing by N is at least as likely as being above the boundary
-        # at N, so its solution lies in [t_lo, t_end], solved in log V on the table.
+        # at N, so its solution lies in [t_lo, t_end]; bisection in log V on the table.
         ref = np.flatnonzero((t_hi >= tab.t_min) & ~first)
         d_r, s2_r, lm_r = d[ref], s_all[todo][ref], log_m2[ref]
 
-        def shortfall(t_: Any, d_: Any, s2_: Any, lm_: Any) -> Any:
+        def crossed(t_: Any) -> Any:
             lu, dlu = tab.log_u(t_)
             b = np.where(t_ >= tab.t_min, np.exp(lu), np.inf)
-            return _crossing_probability(np.exp(t_ - lm_), d_, s2_, b, dlu) - power
+            return _crossing_probability(np.exp(t_ - lm_r), d_r, s2_r, b, dlu) >= power
 
         lo_r, hi_r = t_lo[ref], t_end[ref]
-        at_lo = shortfall(lo_r, d_r, s2_r, lm_r) >= 0
-        at_hi = shortfall(hi_r, d_r, s2_r, lm_r) >= 0
-        found = hi_r.copy()
-        go = np.flatnonzero(~at_lo & at_hi)
-        if go.size:  # the end of the final bracket where the chance has reached 1 − β
-            res = find_root(shortfall, (lo_r[go], hi_r[go]),
-                            args=(d_r[go], s2_r[go], lm_r[go]),
-                            tolerances={"xatol": _PASSAGE_TOLERANCE, "xrtol": 0.0})
-            found[go] = np.where(res.f_bracket[1] >= 0, res.bracket[1], hi_r[go])
+        at_lo, at_hi = crossed(lo_r), crossed(hi_r)
+        _, found = _bisect(crossed, lo_r.copy(), hi_r.copy(), steps=_PASSAGE_STEPS)
         t_end[ref] = np.where(at_lo, lo_r, np.where(at_hi, found, hi_r))
         res = np.exp(t_end - log_m2)
         res[(t_hi < tab.t_min)] = 1e12  # the boundary is never reached by N = 1e12
