@@ -15,7 +15,8 @@ counts; its first other score turns sx and p into float64 and adds sx2.
 A new score (r, c, x) changes only row c and column c of the sums, by its products with the
 scores already on item r: folding a batch costs one pass over the present models of each
 new result (:meth:`BenchmarkState.fold_new`, sparse or dense products, whichever costs less
-for the batch), not a pass over every pair. Cluster sums for the design effect are not kept
+for the batch), not a pass over every pair. Each sum is a :class:`PairSum`, whose arrays a
+fold writes by rows only (a column of a 1,000-model array is a cache line per model). Cluster sums for the design effect are not kept
 per pair: they are computed from the score matrix for the pairs somebody reads
 (:meth:`BenchmarkState.cluster_sums`).
 """
@@ -130,6 +131,117 @@ class Footprint:
                          self.cells - other.cells, self.nbytes - other.nbytes)
 
 
+class PairSum:
+    """One pair sum S[a, b] of every pair of columns, kept so that a fold writes rows only.
+
+    A new cell of model c changes row c and column c of S. Writing a column of a (cap × cap)
+    array touches a cache line per model (at 1,000 models it costs 8–20× the row), so the
+    column half is written as rows of a second array: S[a, b] = rows[a, b] + cols[b, a]. A
+    symmetric sum (n, p) needs no second array: S = W + Wᵀ − diag(W), W holding each new
+    cell's pairs in its own model's row and the batch's own pairs once, in the row of the
+    lower column. Reads of a pair gather two entries instead of one.
+    """
+
+    __slots__ = ("cols", "rows")
+
+    def __init__(self, rows: NDArray[Any], cols: NDArray[Any] | None = None) -> None:
+        self.rows = rows
+        self.cols = cols  # None: symmetric
+
+    @classmethod
+    def zeros(cls, cap: int, dtype: Any, *, symmetric: bool) -> PairSum:
+        return cls(np.zeros((cap, cap), dtype=dtype),
+                   None if symmetric else np.zeros((cap, cap), dtype=dtype))
+
+    @property
+    def symmetric(self) -> bool:
+        return self.cols is None
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.rows.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes + (0 if self.cols is None else self.cols.nbytes)
+
+    def arrays(self) -> list[NDArray[Any]]:
+        return [self.rows] if self.cols is None else [self.rows, self.cols]
+
+    def at(self, a: IntArray, b: IntArray) -> NDArray[Any]:
+        """S[a[i], b[i]]."""
+        if self.cols is not None:
+            both: NDArray[Any] = self.rows[a, b] + self.cols[b, a]
+            return both
+        out: NDArray[Any] = self.rows[a, b] + self.rows[b, a]
+        same = a == b
+        if same.any():
+            out[same] = self.rows[a[same], a[same]]
+        return out
+
+    def row_block(self, a: IntArray, k: int) -> NDArray[Any]:
+        """S[a, :k] (len(a) × k)."""
+        other = self.rows if self.cols is None else self.cols
+        out: NDArray[Any] = self.rows[a, :k] + other[:k, a].T
+        if self.cols is None:
+            out[np.arange(a.size), a] = self.rows[a, a]
+        return out
+
+    def full(self, k: int) -> NDArray[Any]:
+        """S[:k, :k]."""
+        r = self.rows[:k, :k]
+        if self.cols is not None:
+            both: NDArray[Any] = r + self.cols[:k, :k].T
+            return both
+        out: NDArray[Any] = r + r.T
+        np.fill_diagonal(out, np.diagonal(r))
+        return out
+
+    def diagonal(self, k: int) -> NDArray[Any]:
+        d: NDArray[Any] = np.diagonal(self.rows)[:k]
+        return d if self.cols is None else d + np.diagonal(self.cols)[:k]
+
+    def add(self, at: IntArray | slice, row_part: NDArray[Any],
+            col_part: NDArray[Any] | None = None) -> None:
+        """Add ``row_part`` (columns ``at`` × models: their rows of S, the batch's own pairs
+        included, once for a symmetric S) and ``col_part`` (the same shape: their column of
+        S, transposed; None for a symmetric S)."""
+        k = row_part.shape[1]
+        _add_rows(self.rows, at, row_part, k)
+        if self.cols is not None:
+            assert col_part is not None
+            _add_rows(self.cols, at, col_part, k)
+
+    def set_full(self, k: int, s: NDArray[Any]) -> None:
+        """Set S[:k, :k] to ``s`` (a restored snapshot)."""
+        self.rows[:k, :k] = np.triu(s) if self.cols is None else s
+        if self.cols is not None:
+            self.cols[:k, :k] = 0
+
+    def subtract(self, k: int, delta: NDArray[Any]) -> None:
+        """S[:k, :k] −= ``delta`` (symmetric for a symmetric S)."""
+        if self.rows.dtype.kind == "i":
+            delta = np.rint(delta).astype(self.rows.dtype)
+        self.rows[:k, :k] -= np.triu(delta) if self.cols is None else delta
+
+    def grown(self, cap: int) -> PairSum:
+        return PairSum(_grown(self.rows, cap), None if self.cols is None else _grown(self.cols, cap))
+
+    def astype(self, dtype: Any) -> PairSum:
+        return PairSum(self.rows.astype(dtype),
+                       None if self.cols is None else self.cols.astype(dtype))
+
+    def copy(self) -> PairSum:
+        return self.astype(self.rows.dtype)
+
+
+def _add_rows(target: NDArray[Any], at: IntArray | slice, part: NDArray[Any], k: int) -> None:
+    if target.dtype.kind == "i":  # 0/1 products: exact integers already
+        target[at, :k] += part.astype(target.dtype)
+    else:
+        target[at, :k] += part
+
+
 class BenchmarkState:
     """Dense items × models score matrix (NaN = absent) of the ``original`` variant, with
     the pair sums over the items not excluded from resolution. With ``samples`` K > 1 the
@@ -157,10 +269,10 @@ class BenchmarkState:
         self.group = np.zeros(256, dtype=np.int32)
         self.excluded_rows = np.zeros(256, dtype=bool)
         # Pair sums (cap × cap, see the module docstring); sx2 is None while all scores are 0/1.
-        self.n: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
-        self.sx: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
-        self.p: NDArray[Any] = np.zeros((8, 8), dtype=np.int32)
-        self.sx2: FloatArray | None = None
+        self.n = PairSum.zeros(8, np.int32, symmetric=True)
+        self.sx = PairSum.zeros(8, np.int32, symmetric=False)
+        self.p = PairSum.zeros(8, np.int32, symmetric=True)
+        self.sx2: PairSum | None = None
         # Accepted scores other than 0/1 per model column: a pair is binary (McNemar
         # e-process) while both of its columns have none.
         self.nonbinary: NDArray[np.int64] = np.zeros(8, dtype=np.int64)
@@ -178,7 +290,8 @@ class BenchmarkState:
         self.paths = PairPaths.empty(8 * 8)
         # The paired items n each pair (lo, hi) needs before a run can decide it (flat as
         # ``paths``; :func:`monitor.stats.sequential.items_to_decide`; 0: read it at its next
-        # item, the int32 maximum: decided). Derived: a restored state starts from zeros.
+        # item, the int32 maximum: decided), at hi · cap + lo too, so that a model's pairs
+        # are one row (:meth:`set_recheck`). Derived: a restored state starts from zeros.
         self.recheck: NDArray[np.int32] = np.zeros(8 * 8, dtype=np.int32)
         # When each pair (lo, hi) was decided: an index into ``times`` (−1: undecided).
         self.decided_at: NDArray[np.int32] = np.full((8, 8), -1, dtype=np.int32)
@@ -285,11 +398,11 @@ class BenchmarkState:
                 Y = np.full((self.Y.shape[0], cap, self.samples), np.nan)
                 Y[:, :c] = self.Y
                 self.Y = Y
-            self.n, self.sx, self.p, self.codes = (
-                _grown(a, cap) for a in (self.n, self.sx, self.p, self.codes))
+            self.n, self.sx, self.p = (s.grown(cap) for s in (self.n, self.sx, self.p))
+            self.codes = _grown(self.codes, cap)
             self.decided_at = _grown(self.decided_at, cap, fill=-1)
             if self.sx2 is not None:
-                self.sx2 = _grown(self.sx2, cap)
+                self.sx2 = self.sx2.grown(cap)
             self.paths = _relayout(self.paths, c, cap)
             recheck = np.zeros((cap, cap), dtype=np.int32)
             recheck[:c, :c] = self.recheck.reshape(c, c)
@@ -313,10 +426,10 @@ class BenchmarkState:
         per_row = (self.X.itemsize * cols * (1 + samples) + self.group.itemsize
                    + self.excluded_rows.itemsize)
         paths = sum(getattr(self.paths, f).itemsize for f in self.paths.__dataclass_fields__)
-        # n, the verdict codes, the decision times, the α block (int8); sx and p are int32
-        # counts while every score is 0/1, then float64 with sx2 beside them.
-        sums = 2 * np.dtype(np.int32).itemsize if binary else 3 * np.dtype(np.float64).itemsize
-        per_pair = (self.n.itemsize + self.codes.itemsize + self.decided_at.itemsize + 1
+        # n, the verdict codes, the decision times, the α block (int8); sx (two arrays) and p
+        # are int32 counts while every score is 0/1, then float64 with sx2 (two) beside them.
+        sums = 3 * np.dtype(np.int32).itemsize if binary else 5 * np.dtype(np.float64).itemsize
+        per_pair = (self.n.dtype.itemsize + self.codes.itemsize + self.decided_at.itemsize + 1
                     + self.recheck.itemsize + paths + sums)
         total = rows * per_row + cols * cols * per_pair + cols * self.nonbinary.itemsize
         if self.cpaths is not None:  # sampled clusters: a count and a total per pair and cluster
@@ -413,31 +526,32 @@ class BenchmarkState:
         dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
         dx_m, dx_x = prod[t:, :k], prod[t:, k:2 * k]
         # Row part (Δfᵀ A′) = Δfᵀ A + Δfᵀ Δ; column part (Aᵀ Δg)ᵀ = Δgᵀ A. The batch's own
-        # cells against each other (Δfᵀ Δ, sparse: items with two new scores) at uniq_c.
-        row_n, row_sx, row_p = dm_m.copy(), dx_m.copy(), dx_x.copy()
+        # cells against each other (Δfᵀ Δ, sparse: items with two new scores) at uniq_c,
+        # once for the symmetric sums.
+        row_n, row_sx, row_p = dm_m, dx_m, dx_x
         dmt = dm.T.tocsr()
-        for target, f, g in ((row_n, dm, dmt), (row_sx, dx, dmt), (row_p, dx, dx.T.tocsr())):
-            _add_sparse(target, f @ g, uniq_c)
-        self._add(self.n, uniq_c, row_n, dm_m.T)
-        self._add(self.sx, uniq_c, row_sx, dm_x.T)
-        self._add(self.p, uniq_c, row_p, dx_x.T)
+        for target, f, g, sym in ((row_n, dm, dmt, True), (row_sx, dx, dmt, False),
+                                  (row_p, dx, dx.T.tocsr(), True)):
+            _add_sparse(target, f @ g, uniq_c, upper=sym)
+        self.n.add(uniq_c, row_n)
+        self.sx.add(uniq_c, row_sx, dm_x)
+        self.p.add(uniq_c, row_p)
         if self.sx2 is not None:
             dx2 = dx.multiply(dx).tocsr()
             row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
-            _add_sparse(row_sx2, dx2 @ dmt, uniq_c)
-            self._add(self.sx2, uniq_c, row_sx2, prod[:t, 2 * k:].T)
+            _add_sparse(row_sx2, dx2 @ dmt, uniq_c, upper=False)
+            self.sx2.add(uniq_c, row_sx2, prod[:t, 2 * k:])
         self.X[rows, cols] = scores
 
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
                     r_inv: IntArray, at: IntArray | slice, c_inv: IntArray) -> None:
         """:meth:`fold_new` with the batch's (columns × rows) block held dense (a full block:
         one model's results, one item's across the models, or a small board): the same sums,
-        by dense products instead of sparse ones, whose set-up costs more than the arithmetic
-        of such a block. The block's columns are ``at`` (a range, or the batch's columns),
-        ``c_inv`` each cell's place in it. The row parts come from Δᵀ[A | A′] and the column
-        parts from a product in their own (models × columns) layout, so both are added
-        row-contiguous. 0/1 sums are exact integers in float32; other scores are summed in
-        float64, with Σx² beside."""
+        by one dense product instead of sparse ones, whose set-up costs more than the
+        arithmetic of such a block. The block's columns are ``at`` (a range, or the batch's
+        columns), ``c_inv`` each cell's place in it. Δᵀ[A | A′] gives the rows of the sums and
+        the transposed columns alike (:class:`PairSum`). 0/1 sums are exact integers in
+        float32; other scores are summed in float64, with Σx² beside."""
         k = self.k
         t = at.stop - at.start if isinstance(at, slice) else at.size
         binary = self.binary
@@ -455,34 +569,22 @@ class BenchmarkState:
             left[2 * t + c_inv, r_inv] = np.square(scores)
         with single_thread_blas():
             prod = left @ right  # Δfᵀ A (parts·t × parts·k); 0/1: sums below 2^24
-            col = right.T @ left[:2 * t].T  # Aᵀ [Δm | Δx] (parts·k × 2t): the column parts
             own = left @ left[:t].T  # [Δm; Δx (; Δx²)] against Δm: the batch's own cells
             own_p = left[t:2 * t] @ left[t:2 * t].T
-        # Row parts Δfᵀ A′ = Δfᵀ A + Δfᵀ Δ, the second at the block's columns.
+        # Row parts Δfᵀ A′ = Δfᵀ A + Δfᵀ Δ, the second at the block's columns (once, in the
+        # lower column's row, for the symmetric n and p); column parts (Aᵀ Δg)ᵀ = Δgᵀ A.
         row_n, row_sx, row_p = prod[:t, :k], prod[t:2 * t, :k], prod[t:2 * t, k:2 * k]
-        row_n[:, at] += own[:t]
+        row_n[:, at] += np.triu(own[:t])
         row_sx[:, at] += own[t:2 * t]
-        row_p[:, at] += own_p
-        self._add(self.n, at, row_n, col[:k, :t])  # mᵀ Δm
-        self._add(self.sx, at, row_sx, col[k:2 * k, :t])  # xᵀ Δm
-        self._add(self.p, at, row_p, col[k:2 * k, t:])  # xᵀ Δx
+        row_p[:, at] += np.triu(own_p)
+        self.n.add(at, row_n)
+        self.sx.add(at, row_sx, prod[:t, k:2 * k])  # Δxᵀ m′ and Δmᵀ x
+        self.p.add(at, row_p)
         if self.sx2 is not None:
             row_sx2 = prod[2 * t:, :k]  # Δx²ᵀ m′
             row_sx2[:, at] += own[2 * t:]
-            self._add(self.sx2, at, row_sx2, col[2 * k:, :t])  # (x²)ᵀ Δm
+            self.sx2.add(at, row_sx2, prod[:t, 2 * k:])  # Δmᵀ x²
         self.X[rows, cols] = scores
-
-    def _add(self, target: NDArray[Any], cols: IntArray | slice, row_part: NDArray[Any],
-             col_part: NDArray[Any]) -> None:
-        """Add ``row_part`` (columns × models) to rows ``cols`` and ``col_part`` (models ×
-        columns) to columns ``cols`` of ``target``."""
-        k = self.k
-        if target.dtype.kind == "i":  # 0/1 products: exact integers already
-            target[cols, :k] += row_part.astype(target.dtype)
-            target[:k, cols] += col_part.astype(target.dtype)
-        else:
-            target[cols, :k] += row_part
-            target[:k, cols] += col_part
 
     def remove_rows(self, rows: IntArray) -> None:
         """Take ``rows`` (present in the sums now) out of the pair sums."""
@@ -495,10 +597,14 @@ class BenchmarkState:
             if self.sx2 is not None:
                 parts.append((self.sx2, (x * x).T @ m))
         for target, delta in parts:
-            if target.dtype.kind == "i":
-                target[:k, :k] -= np.rint(delta).astype(target.dtype)
-            else:
-                target[:k, :k] -= delta
+            target.subtract(k, delta)
+
+    def set_recheck(self, flat: IntArray, n: Any) -> None:
+        """Set ``recheck`` of the pairs (lo, hi) at ``flat`` (lo · cap + hi) to ``n``, in both
+        of its places."""
+        lo, hi = np.divmod(flat, self.cap)
+        self.recheck[flat] = n
+        self.recheck[hi * self.cap + lo] = n
 
     def stamp(self, flat: IntArray, when: datetime) -> None:
         """Record ``when`` as the decision time of the pairs at ``flat`` (lo · cap + hi)."""
@@ -515,15 +621,16 @@ class BenchmarkState:
     # -- reading -------------------------------------------------------------------------
     def sx2_of(self, a: IntArray, b: IntArray) -> NDArray[Any]:
         """Σ x_a² over the items b also has (= sx for 0/1 scores)."""
-        return (self.sx if self.sx2 is None else self.sx2)[a, b]
+        return (self.sx if self.sx2 is None else self.sx2).at(a, b)
 
     def pair_nsv(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """n, S (from a's side) and V over the non-excluded items of the pairs (a[i], b[i])."""
-        sab = self.p[a, b].astype(np.float64)
-        sx_ab = self.sx[a, b].astype(np.float64)
-        sx_ba = self.sx[b, a].astype(np.float64)
-        return (self.n[a, b].astype(np.float64), sx_ab - sx_ba,
-                self.sx2_of(a, b) + self.sx2_of(b, a) - 2.0 * sab)
+        sab = self.p.at(a, b).astype(np.float64)
+        sx_ab = self.sx.at(a, b).astype(np.float64)
+        sx_ba = self.sx.at(b, a).astype(np.float64)
+        sq = ((sx_ab, sx_ba) if self.sx2 is None  # 0/1 scores: x² = x
+              else (self.sx2.at(a, b), self.sx2.at(b, a)))
+        return (self.n.at(a, b).astype(np.float64), sx_ab - sx_ba, sq[0] + sq[1] - 2.0 * sab)
 
     def path_sums(self, flat: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """:meth:`pair_nsv` of the pairs (lo, hi) at ``flat`` (lo · cap + hi, as ``paths``)."""
@@ -536,8 +643,8 @@ class BenchmarkState:
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         binary_col = self.nonbinary[:self.k] == 0
         return PairSums.build(
-            n=self.n[a, b], sa=self.sx[a, b], sb=self.sx[b, a], saa=self.sx2_of(a, b),
-            sbb=self.sx2_of(b, a), sab=self.p[a, b], binary=binary_col[a] & binary_col[b],
+            n=self.n.at(a, b), sa=self.sx.at(a, b), sb=self.sx.at(b, a), saa=self.sx2_of(a, b),
+            sbb=self.sx2_of(b, a), sab=self.p.at(a, b), binary=binary_col[a] & binary_col[b],
             groups=self.cluster_sums(a, b) if clusters else None,
             paths=self.paths.seen_from(lo * self.cap + hi, a > b),
             design=self.spec.design, clusters=self.cluster_decisions(a, b),
@@ -679,25 +786,26 @@ def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) ->
     a board of ``k`` models, costs less than the sparse one (the constants above).
 
     The dense products multiply the whole (parts·cols × rows) block, filled or not: parts·cols
-    × rows × parts·k for the row parts, as many again (parts·k × rows × 2·cols) for the column
-    parts in their own layout, and (parts + 1)·cols² × rows for the batch's own cells.
+    × rows × parts·k for the rows and columns of the sums, and (parts + 1)·cols² × rows for
+    the batch's own cells.
     The sparse ones multiply only the n cells: parts·n × parts·k, after a fixed set-up. So a
     block that is full (one model's results, or one item's across the models) goes dense, and
     a thin one (shuffled results of many models over many items) sparse.
     """
     parts = 2 if binary else 3
     dense = (_DENSE_MADD[binary] * (parts * cols * rows * parts * k
-                                    + parts * k * rows * 2 * cols
                                     + (parts + 1) * cols * cols * rows)
              + _DENSE_CELL * parts * cols * rows)
     sparse = _SPARSE_MADD * parts * n * parts * k + _SPARSE_SETUP
     return dense <= sparse
 
 
-def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray) -> None:
-    """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``."""
+def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray, *, upper: bool) -> None:
+    """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``
+    (sorted); ``upper``: its upper triangle only (the own pairs of a symmetric sum, once)."""
     coo = product.tocoo()
-    np.add.at(target, (coo.row, cols[coo.col]), coo.data)
+    keep = coo.row <= coo.col if upper else slice(None)
+    np.add.at(target, (coo.row[keep], cols[coo.col[keep]]), coo.data[keep])
 
 
 def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:

@@ -35,9 +35,9 @@ def evaluate(state: BenchmarkState, config: CoreConfig) -> PairTable:
     models' means; the pair figures are computed by the table for the pairs read."""
     st = state
     k, cap = st.k, st.cap
-    counts = np.diagonal(st.n)[:k].astype(np.int64)
+    counts = st.n.diagonal(k).astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        means = np.where(counts > 0, np.diagonal(st.sx)[:k] / np.maximum(counts, 1), np.nan)
+        means = np.where(counts > 0, st.sx.diagonal(k) / np.maximum(counts, 1), np.nan)
     models = tuple(st.models)
     active = [i for i in range(k) if counts[i] > 0]
     by_mean = sorted(active, key=lambda i: (-means[i], models[i]))

@@ -130,23 +130,22 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     # decided too).
     in_run = np.zeros(k, dtype=bool)
     in_run[touched] = True
-    above = np.arange(k)[None, :] > touched[:, None]
     count = np.bincount(cols, minlength=k).astype(np.int32)
-    recheck = st.recheck.reshape(cap, cap)
-    due = np.where(above, recheck[touched, :k], recheck[:k, touched].T)
-    reach = st.n[touched, :k] + count[touched][:, None]
+    reach = st.n.row_block(touched, k)
+    reach += count[touched][:, None]
     reach += count[None, :k]
-    work = reach >= due
+    work = reach >= st.recheck.reshape(cap, cap)[touched, :k]
     nonbinary_col = st.nonbinary[:k] > 0
     if nonbinary_col.any():
         work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
-    work &= above | ~in_run[None, :]
     ti, jj = np.nonzero(work)
     c = touched[ti]
+    once = (jj > c) | ~in_run[jj]
+    ti, jj, c = ti[once], jj[once], c[once]
     lo, hi = np.minimum(c, jj), np.maximum(c, jj)
     flat = lo * cap + hi
     keep = st.paths.open(flat)
-    st.recheck[flat[~keep]] = _NEVER  # decided (a restored state starts at 0)
+    st.set_recheck(flat[~keep], _NEVER)  # decided (a restored state starts at 0)
     if nonbinary_col.any():
         keep |= nonbinary_col[c] | nonbinary_col[jj]
     c, jj, lo, hi, flat = c[keep], jj[keep], lo[keep], hi[keep], flat[keep]
@@ -217,8 +216,8 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
         start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
         start_log_plus=paths.start_log_plus[f], start_log_minus=paths.start_log_minus[f],
         log_threshold=thr[read], margin=st.spec.margin)
-    st.recheck[f] = np.minimum(after[0][read] + more, _NEVER)
-    st.recheck[decided] = _NEVER
+    st.set_recheck(f, np.minimum(after[0][read] + more, _NEVER))
+    st.set_recheck(decided, _NEVER)
     return decided if clustered is None else clustered
 
 
@@ -264,7 +263,7 @@ def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: Fl
     rank[order] = np.arange(ps.size) - np.repeat(first, sizes)
     count = np.empty(ps.size, dtype=np.int64)
     count[order] = np.repeat(sizes, sizes)
-    n_at = st.n[lo, hi].astype(np.float64) - count + rank + 1.0
+    n_at = st.n.at(lo, hi).astype(np.float64) - count + rank + 1.0
     cp = cp.grown(k * (k - 1) // 2, len(st.clusters))
     st.cpaths = cp
     uniq, rep = np.unique(pair, return_index=True)  # each pair, and one item of it
@@ -386,7 +385,7 @@ def exclude_rows(st: BenchmarkState, newly_excluded: IntArray) -> None:
                             start_log_minus=p.start_log_minus[flat])
     st.remove_rows(newly_excluded)
     st.excluded_rows[newly_excluded] = True
-    st.recheck[flat] = 0
+    st.set_recheck(flat, 0)
     # The affected pairs' e-processes continue in a new segment from the sums without
     # the excluded items (the evidence seen so far stays frozen).
     p.restart(flat, sides_now, *st.path_sums(flat))

@@ -38,11 +38,11 @@ def bench_to_snapshot(st: BenchmarkState) -> tuple[dict[str, Any], dict[str, np.
     arrays: dict[str, np.ndarray] = {
         "group": st.group[:rows], "excluded_rows": st.excluded_rows[:rows],
         "x": np.where(np.isnan(x), -1, x).astype(np.int8) if binary else x,
-        "nonbinary": st.nonbinary[:k], "n": st.n[:k, :k], "sx": st.sx[:k, :k],
-        "p": st.p[:k, :k], "codes": st.codes[:k, :k], "decided_at": st.decided_at[:k, :k],
+        "nonbinary": st.nonbinary[:k], "n": st.n.full(k), "sx": st.sx.full(k),
+        "p": st.p.full(k), "codes": st.codes[:k, :k], "decided_at": st.decided_at[:k, :k],
     }
     if st.sx2 is not None:
-        arrays["sx2"] = st.sx2[:k, :k]
+        arrays["sx2"] = st.sx2.full(k)
     if st.Y is not None:
         arrays["y"] = st.Y[:rows, :k]  # the samples, of complete cells and waiting ones
     for name in PairPaths.__dataclass_fields__:
@@ -114,10 +114,10 @@ def bench_from_snapshot(name: str, header: dict[str, Any], arrays: dict[str, np.
     if "sx2" in arrays:
         st.to_float()
         assert st.sx2 is not None
-        st.sx2[:k, :k] = arrays["sx2"]
-    st.n[:k, :k] = arrays["n"]
-    st.sx[:k, :k] = arrays["sx"]
-    st.p[:k, :k] = arrays["p"]
+        st.sx2.set_full(k, arrays["sx2"])
+    st.n.set_full(k, arrays["n"])
+    st.sx.set_full(k, arrays["sx"])
+    st.p.set_full(k, arrays["p"])
     st.codes[:k, :k] = arrays["codes"]
     st.decided_at[:k, :k] = arrays["decided_at"]
     cap = st.cap

@@ -16,9 +16,10 @@ from monitor.core.board import BenchmarkState
 
 def _real_nbytes(st: BenchmarkState) -> int:
     """The bytes of every array of the numeric state, as numpy counts them."""
-    arrays = [st.X, st.group, st.excluded_rows, st.n, st.sx, st.p, st.codes, st.decided_at,
+    arrays = [st.X, st.group, st.excluded_rows, st.codes, st.decided_at,
               st.recheck, st.nonbinary, *(getattr(st.paths, f) for f in st.paths.__dataclass_fields__)]
-    arrays += [a for a in (st.sx2, st.Y) if a is not None]
+    arrays += [a for s in (st.n, st.sx, st.p, st.sx2) if s is not None for a in s.arrays()]
+    arrays += [st.Y] if st.Y is not None else []
     blocks = st.blocks[1].nbytes if st.blocks is not None else st.cap * st.cap
     return int(sum(a.nbytes for a in arrays)) + blocks
 
