@@ -202,15 +202,21 @@ class PairSum:
         return d if self.cols is None else d + np.diagonal(self.cols)[:k]
 
     def add(self, at: IntArray | slice, row_part: NDArray[Any],
-            col_part: NDArray[Any] | None = None) -> None:
-        """Add ``row_part`` (columns ``at`` × models: their rows of S, the batch's own pairs
-        included, once for a symmetric S) and ``col_part`` (the same shape: their column of
-        S, transposed; None for a symmetric S)."""
-        k = row_part.shape[1]
-        _add_rows(self.rows, at, row_part, k)
+            col_part: NDArray[Any] | None = None, *, models: IntArray | slice | None = None
+            ) -> None:
+        """Add ``row_part`` (columns ``at`` × ``models``, the first ones by default: their
+        rows of S) and ``col_part`` (the same shape: their column of S, transposed; None for
+        a symmetric S)."""
+        where = _block(at, slice(0, row_part.shape[1]) if models is None else models)
+        _add_to(self.rows, where, row_part)
         if self.cols is not None:
             assert col_part is not None
-            _add_rows(self.cols, at, col_part, k)
+            _add_to(self.cols, where, col_part)
+
+    def add_own(self, at: IntArray | slice, own: NDArray[Any]) -> None:
+        """Add the batch's own pairs (columns ``at`` × ``at``: Δfᵀ Δg, its cells against each
+        other), to the rows of S — once, in the lower column's row, for a symmetric S."""
+        _add_to(self.rows, _block(at, at), np.triu(own) if self.cols is None else own)
 
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
@@ -235,11 +241,18 @@ class PairSum:
         return self.astype(self.rows.dtype)
 
 
-def _add_rows(target: NDArray[Any], at: IntArray | slice, part: NDArray[Any], k: int) -> None:
+def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
+    """The index of the block ``rows`` × ``cols`` of a matrix."""
+    if isinstance(rows, slice) or isinstance(cols, slice):
+        return rows, cols
+    return np.ix_(rows, cols)
+
+
+def _add_to(target: NDArray[Any], where: Any, part: NDArray[Any]) -> None:
     if target.dtype.kind == "i":  # 0/1 products: exact integers already
-        target[at, :k] += part.astype(target.dtype)
+        target[where] += part.astype(target.dtype)
     else:
-        target[at, :k] += part
+        target[where] += part
 
 
 class BenchmarkState:
@@ -549,8 +562,9 @@ class BenchmarkState:
         one model's results, one item's across the models, or a small board): the same sums,
         by one dense product instead of sparse ones, whose set-up costs more than the
         arithmetic of such a block. The block's columns are ``at`` (a range, or the batch's
-        columns), ``c_inv`` each cell's place in it. Δᵀ[A | A′] gives the rows of the sums and
-        the transposed columns alike (:class:`PairSum`). 0/1 sums are exact integers in
+        columns), ``c_inv`` each cell's place in it. Δᵀ A, over the models with a score on
+        the batch's items, gives the rows of the sums and the transposed columns alike
+        (:class:`PairSum`); Δᵀ Δ the batch's own pairs. 0/1 sums are exact integers in
         float32; other scores are summed in float64, with Σx² beside."""
         k = self.k
         t = at.stop - at.start if isinstance(at, slice) else at.size
@@ -558,32 +572,36 @@ class BenchmarkState:
         ftype = np.float32 if binary else np.float64
         parts = 2 if binary else 3  # [m | x (| x²)] and [Δm; Δx (; Δx²)]
         before = self.X[uniq_r, :k]
-        right = np.empty((uniq_r.size, parts * k), dtype=ftype)
-        np.greater_equal(before, 0.0, out=right[:, :k])
-        np.fmax(before, 0.0, out=right[:, k:2 * k])
+        have = np.flatnonzero((before >= 0.0).any(axis=0))  # models scored on these items
+        models: IntArray | None = None if have.size > k // 2 else have
+        if models is not None:
+            before = before[:, models]
+        w = before.shape[1]
+        right = np.empty((uniq_r.size, parts * w), dtype=ftype)
+        np.greater_equal(before, 0.0, out=right[:, :w])
+        np.fmax(before, 0.0, out=right[:, w:2 * w])
         left = np.zeros((parts * t, uniq_r.size), dtype=ftype)  # one cell each
         left[c_inv, r_inv] = 1.0
         left[t + c_inv, r_inv] = scores
         if not binary:
-            np.square(right[:, k:2 * k], out=right[:, 2 * k:])
+            np.square(right[:, w:2 * w], out=right[:, 2 * w:])
             left[2 * t + c_inv, r_inv] = np.square(scores)
         with single_thread_blas():
-            prod = left @ right  # Δfᵀ A (parts·t × parts·k); 0/1: sums below 2^24
-            own = left @ left[:t].T  # [Δm; Δx (; Δx²)] against Δm: the batch's own cells
+            prod = left @ right  # Δfᵀ A (parts·t × parts·w); 0/1: sums below 2^24
+            own = left @ left[:t].T  # [Δm; Δx (; Δx²)] against Δm: the batch's own pairs
             own_p = left[t:2 * t] @ left[t:2 * t].T
-        # Row parts Δfᵀ A′ = Δfᵀ A + Δfᵀ Δ, the second at the block's columns (once, in the
-        # lower column's row, for the symmetric n and p); column parts (Aᵀ Δg)ᵀ = Δgᵀ A.
-        row_n, row_sx, row_p = prod[:t, :k], prod[t:2 * t, :k], prod[t:2 * t, k:2 * k]
-        row_n[:, at] += np.triu(own[:t])
-        row_sx[:, at] += own[t:2 * t]
-        row_p[:, at] += np.triu(own_p)
-        self.n.add(at, row_n)
-        self.sx.add(at, row_sx, prod[:t, k:2 * k])  # Δxᵀ m′ and Δmᵀ x
-        self.p.add(at, row_p)
+        # Rows Δfᵀ A′ = Δfᵀ A + Δfᵀ Δ; columns (Aᵀ Δg)ᵀ = Δgᵀ A.
+        if w:
+            self.n.add(at, prod[:t, :w], models=models)  # Δmᵀ m
+            self.sx.add(at, prod[t:2 * t, :w], prod[:t, w:2 * w], models=models)  # Δxᵀ m, Δmᵀ x
+            self.p.add(at, prod[t:2 * t, w:2 * w], models=models)  # Δxᵀ x
+            if self.sx2 is not None:
+                self.sx2.add(at, prod[2 * t:, :w], prod[:t, 2 * w:], models=models)  # Δx²ᵀ m, Δmᵀ x²
+        self.n.add_own(at, own[:t])
+        self.sx.add_own(at, own[t:2 * t])
+        self.p.add_own(at, own_p)
         if self.sx2 is not None:
-            row_sx2 = prod[2 * t:, :k]  # Δx²ᵀ m′
-            row_sx2[:, at] += own[2 * t:]
-            self.sx2.add(at, row_sx2, prod[:t, 2 * k:])  # Δmᵀ x²
+            self.sx2.add_own(at, own[2 * t:])
         self.X[rows, cols] = scores
 
     def remove_rows(self, rows: IntArray) -> None:
