@@ -24,6 +24,7 @@ per pair: they are computed from the score matrix for the pairs somebody reads
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,9 +181,12 @@ class PairSum:
         return out
 
     def row_block(self, a: IntArray, k: int) -> NDArray[Any]:
-        """S[a, :k] (len(a) × k)."""
+        """S[a, :k] (len(a) × k; ``a`` sorted)."""
         other = self.rows if self.cols is None else self.cols
-        out: NDArray[Any] = self.rows[a, :k] + other[:k, a].T
+        # consecutive columns (one item's results across the models, a few models): a view
+        at: IntArray | slice = (slice(int(a[0]), int(a[-1]) + 1)
+                                if a.size and int(a[-1]) - int(a[0]) + 1 == a.size else a)
+        out: NDArray[Any] = self.rows[at, :k] + other[:k, at].T
         if self.cols is None:
             out[np.arange(a.size), a] = self.rows[a, a]
         return out
@@ -215,8 +219,11 @@ class PairSum:
 
     def add_own(self, at: IntArray | slice, own: NDArray[Any]) -> None:
         """Add the batch's own pairs (columns ``at`` × ``at``: Δfᵀ Δg, its cells against each
-        other), to the rows of S — once, in the lower column's row, for a symmetric S."""
-        _add_to(self.rows, _block(at, at), np.triu(own) if self.cols is None else own)
+        other), to the rows of S — once, in the lower column's row, for a symmetric S (whose
+        ``own`` is overwritten)."""
+        if self.cols is None:
+            own *= _upper(own.shape[0])
+        _add_to(self.rows, _block(at, at), own)
 
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
@@ -239,6 +246,12 @@ class PairSum:
 
     def copy(self) -> PairSum:
         return self.astype(self.rows.dtype)
+
+
+@functools.lru_cache(maxsize=4)
+def _upper(t: int) -> NDArray[np.bool_]:
+    """The upper triangle (diagonal included) of a (t × t) matrix."""
+    return np.triu(np.ones((t, t), dtype=bool))
 
 
 def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
