@@ -834,9 +834,14 @@ def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) ->
 def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray, *, upper: bool) -> None:
     """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``
     (sorted); ``upper``: its upper triangle only (the own pairs of a symmetric sum, once)."""
+    # A product of CSR matrices holds each (row, column) once (scipy's csr_matmat sums a row's
+    # terms before it writes them), so the entries are added by one fancy index, not ufunc.at.
     coo = product.tocoo()
-    keep = coo.row <= coo.col if upper else slice(None)
-    np.add.at(target, (coo.row[keep], cols[coo.col[keep]]), coo.data[keep])
+    row, col, data = coo.row, coo.col, coo.data
+    if upper:
+        keep = row <= col
+        row, col, data = row[keep], col[keep], data[keep]
+    target[row, cols[col]] += data
 
 
 def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:
