@@ -16,9 +16,9 @@ A new score (r, c, x) changes only row c and column c of the sums, by its produc
 scores already on item r: folding a batch costs one pass over the present models of each
 new result (:meth:`BenchmarkState.fold_new`, sparse or dense products, whichever costs less
 for the batch), not a pass over every pair. Each sum is a :class:`PairSum`, whose arrays a
-fold writes by rows only (a column of a 1,000-model array is a cache line per model). Cluster sums for the design effect are not kept
-per pair: they are computed from the score matrix for the pairs somebody reads
-(:meth:`BenchmarkState.cluster_sums`).
+fold writes by rows only (a column of a 1,000-model array is a cache line per model).
+Cluster sums for the design effect are not kept per pair: they are computed from the score
+matrix for the pairs somebody reads (:meth:`BenchmarkState.cluster_sums`).
 """
 
 from __future__ import annotations
@@ -155,16 +155,8 @@ class PairSum:
                    None if symmetric else np.zeros((cap, cap), dtype=dtype))
 
     @property
-    def symmetric(self) -> bool:
-        return self.cols is None
-
-    @property
     def dtype(self) -> np.dtype[Any]:
         return self.rows.dtype
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows.nbytes + (0 if self.cols is None else self.cols.nbytes)
 
     def arrays(self) -> list[NDArray[Any]]:
         return [self.rows] if self.cols is None else [self.rows, self.cols]
