@@ -217,6 +217,19 @@ class PairSum:
             own *= _upper(own.shape[0])
         _add_to(self.rows, _block(at, at), own)
 
+    def own_into(self, row_part: NDArray[Any], product: Any, cols: IntArray) -> None:
+        """Add the batch's own pairs, a sparse (t × t) product over the batch's columns
+        ``cols`` (sorted), to ``row_part`` (their rows of S, before :meth:`add`) — once, in
+        the lower column's row, for a symmetric S."""
+        # A product of CSR matrices holds each (row, column) once (scipy's csr_matmat sums a
+        # row's terms before it writes them): the entries are added by one fancy index.
+        coo = product.tocoo()
+        row, col, data = coo.row, coo.col, coo.data
+        if self.cols is None:
+            keep = row <= col
+            row, col, data = row[keep], col[keep], data[keep]
+        row_part[row, cols[col]] += data
+
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
         self.rows[:k, :k] = np.triu(s) if self.cols is None else s
@@ -548,16 +561,16 @@ class BenchmarkState:
         # once for the symmetric sums.
         row_n, row_sx, row_p = dm_m, dx_m, dx_x
         dmt = dm.T.tocsr()
-        for target, f, g, sym in ((row_n, dm, dmt, True), (row_sx, dx, dmt, False),
-                                  (row_p, dx, dx.T.tocsr(), True)):
-            _add_sparse(target, f @ g, uniq_c, upper=sym)
+        for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
+                                       (self.p, row_p, dx, dx.T.tocsr())):
+            pair_sum.own_into(target, f @ g, uniq_c)
         self.n.add(uniq_c, row_n)
         self.sx.add(uniq_c, row_sx, dm_x)
         self.p.add(uniq_c, row_p)
         if self.sx2 is not None:
             dx2 = dx.multiply(dx).tocsr()
             row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
-            _add_sparse(row_sx2, dx2 @ dmt, uniq_c, upper=False)
+            self.sx2.own_into(row_sx2, dx2 @ dmt, uniq_c)
             self.sx2.add(uniq_c, row_sx2, prod[:t, 2 * k:])
         self.X[rows, cols] = scores
 
@@ -821,19 +834,6 @@ def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) ->
              + _DENSE_CELL * parts * cols * rows)
     sparse = _SPARSE_MADD * parts * n * parts * k + _SPARSE_SETUP
     return dense <= sparse
-
-
-def _add_sparse(target: NDArray[Any], product: Any, cols: IntArray, *, upper: bool) -> None:
-    """Add the sparse (t × t) ``product`` of the batch's own cells at columns ``cols``
-    (sorted); ``upper``: its upper triangle only (the own pairs of a symmetric sum, once)."""
-    # A product of CSR matrices holds each (row, column) once (scipy's csr_matmat sums a row's
-    # terms before it writes them), so the entries are added by one fancy index, not ufunc.at.
-    coo = product.tocoo()
-    row, col, data = coo.row, coo.col, coo.data
-    if upper:
-        keep = row <= col
-        row, col, data = row[keep], col[keep], data[keep]
-    target[row, cols[col]] += data
 
 
 def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:
