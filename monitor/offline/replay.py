@@ -29,6 +29,7 @@ from monitor.offline.report import (
 )
 from monitor.stats import eprocess as ep
 from monitor.stats.board import pair_sums
+from monitor.stats.chunks import each_chunk
 from monitor.stats.cluster_sequential import (
     CLUSTER_ITEMS,
     V_OPT_CLUSTERS,
@@ -563,12 +564,14 @@ def _cluster_replay(cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
     it: the items a decided pair took are those up to its decision.
     """
     _, xs = _scores_of(x, present, np.arange(x.shape[1]))
-    for top in range(0, lo_col.size, _CLUSTER_PAIRS):
-        at = slice(top, top + _CLUSTER_PAIRS)
+
+    def solve(at: slice) -> None:  # pairs apart: blocks on the process's cores
         block = ClusterPaths.empty(lo_col[at].size, cpaths.count.shape[1])
         _cluster_block(block, xs, present, lo_col[at], hi_col[at], codes, r=r,
                        log_thr=log_thr[at], margin=margin)
         cpaths.put(at, block)
+
+    each_chunk(solve, lo_col.size, _CLUSTER_PAIRS)
 
 
 def _cluster_block(cpaths: ClusterPaths, xs: np.ndarray, present: np.ndarray,

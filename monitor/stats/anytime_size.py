@@ -12,12 +12,14 @@ solve and its tabulated boundaries are the only root finding over sample sizes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtr, ndtri
 
+from monitor.stats.chunks import each_chunk
 from monitor.stats.eprocess import (
     ALPHA_OPT,
     V_OPT,
@@ -85,6 +87,34 @@ def _boundary_s(
     reach = reached(v)
     _, hi = _bisect(reached, np.zeros_like(v), v.copy())
     return np.where(reach, hi, np.inf)
+
+
+def _falsi(f: Callable[[Any], Any], lo: Any, hi: Any, f_lo: Any, f_hi: Any, *,
+           steps: int) -> Any:
+    """Elementwise Illinois method (regula falsi, an end kept twice in a row has its value
+    halved) on brackets [lo, hi] with f(lo) < 0 ≤ f(hi): the upper end of each final bracket
+    (f ≥ 0 there), within 1e-13 of the root relative to max(1, |t|), or after ``steps``
+    evaluations. Brackets that do not hold a sign change are returned as ``hi``. Each element
+    on its own: a converged one keeps its bracket while the others iterate."""
+    lo, hi = lo.copy(), hi.copy()
+    done = ~((f_lo < 0) & (f_hi >= 0))
+    moved = np.zeros(lo.shape, dtype=np.int8)  # the end the last step replaced: +1 hi, −1 lo
+    for _ in range(steps):
+        if done.all():
+            break
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        t = np.where(~np.isfinite(t) | (t <= lo) | (t >= hi), 0.5 * (lo + hi), t)
+        f_t = f(t)
+        up = (f_t >= 0) & ~done
+        down = ~(f_t >= 0) & ~done
+        f_lo = np.where(up & (moved == 1), 0.5 * f_lo, np.where(down, f_t, f_lo))
+        f_hi = np.where(down & (moved == -1), 0.5 * f_hi, np.where(up, f_t, f_hi))
+        hi = np.where(up, t, hi)
+        lo = np.where(down, t, lo)
+        moved = np.where(up, 1, np.where(down, -1, moved)).astype(np.int8)
+        done |= hi - lo <= 1e-13 * np.maximum(1.0, np.abs(hi))
+    return hi
 
 
 def _crossing_probability(n: Any, d: Any, s2: Any, b: Any, dlu: Any) -> Any:
@@ -182,7 +212,8 @@ def _n_star_anytime_exact(
 _T_MAX = math.log(1e12)  # largest log V tabulated: N ≤ 1e12 and V/N = σ² + δ² ≤ 1
 _GRID_STEP = 0.025
 _NEWTON_STEPS = 60
-_PASSAGE_STEPS = 64  # bisection steps of the first-passage solve, in log V
+_PASSAGE_STEPS = 64  # at most this many steps of the first-passage solve, in log V
+_CHUNK = 1 << 16  # sizes per solve (:func:`monitor.stats.chunks.each_chunk`)
 _LOG2 = math.log(2.0)
 _SLOPE_STEP = 1e-3  # central-difference step (in log V) of the reference's boundary slope
 
@@ -326,8 +357,23 @@ def n_star_anytime(
     thr = _rule_threshold(alpha, rule)
     tab = _table(construction, thr, v_opt, alpha_opt, rule)
     shape = d_in.shape
-    d_all = d_in.ravel()
-    s_all = s_in.ravel()
+    d_flat, s_flat = d_in.ravel(), s_in.ravel()
+    out = np.full(d_flat.shape, math.inf)
+
+    def solve(at: slice) -> None:
+        out[at] = _n_star_flat(d_flat[at], s_flat[at], tab, alpha=alpha, power=power,
+                               construction=construction, rule=rule, v_opt=v_opt,
+                               alpha_opt=alpha_opt)
+
+    each_chunk(solve, out.size, _CHUNK)
+    res_out: Any = out.reshape(shape)
+    return float(res_out) if res_out.ndim == 0 else res_out
+
+
+def _n_star_flat(d_all: Any, s_all: Any, tab: _BoundaryTable, *, alpha: float, power: float,
+                 construction: Literal["mcnemar", "bounded"], rule: Rule, v_opt: float,
+                 alpha_opt: float) -> Any:
+    """:func:`n_star_anytime` of flat arrays (δ, σ²) on the boundary table ``tab``."""
     out = np.full(d_all.shape, math.inf)
     live = d_all > 0
     m2_all = s_all + d_all * d_all
@@ -391,18 +437,19 @@ def n_star_anytime(
         exact[todo[sub[~done]]] = True
 
         # The first passage: crossing by N is at least as likely as being above the boundary
-        # at N, so its solution lies in [t_lo, t_end]; bisection in log V on the table.
+        # at N, so its solution lies in [t_lo, t_end]; regula falsi in log V on the table.
         ref = np.flatnonzero((t_hi >= tab.t_min) & ~first)
         d_r, s2_r, lm_r = d[ref], s_all[todo][ref], log_m2[ref]
 
-        def crossed(t_: Any) -> Any:
+        def shortfall(t_: Any) -> Any:  # P(crossed by N) − (1 − β)
             lu, dlu = tab.log_u(t_)
             b = np.where(t_ >= tab.t_min, np.exp(lu), np.inf)
-            return _crossing_probability(np.exp(t_ - lm_r), d_r, s2_r, b, dlu) >= power
+            return _crossing_probability(np.exp(t_ - lm_r), d_r, s2_r, b, dlu) - power
 
         lo_r, hi_r = t_lo[ref], t_end[ref]
-        at_lo, at_hi = crossed(lo_r), crossed(hi_r)
-        _, found = _bisect(crossed, lo_r.copy(), hi_r.copy(), steps=_PASSAGE_STEPS)
+        f_lo, f_hi = shortfall(lo_r), shortfall(hi_r)
+        at_lo, at_hi = f_lo >= 0, f_hi >= 0
+        found = _falsi(shortfall, lo_r, hi_r, f_lo, f_hi, steps=_PASSAGE_STEPS)
         t_end[ref] = np.where(at_lo, lo_r, np.where(at_hi, found, hi_r))
         res = np.exp(t_end - log_m2)
         res[(t_hi < tab.t_min)] = 1e12  # the boundary is never reached by N = 1e12
@@ -412,5 +459,4 @@ def n_star_anytime(
             d_all[exact], s_all[exact], alpha=alpha, power=power, construction=construction,
             rule=rule, v_opt=v_opt, alpha_opt=alpha_opt,
         )
-    res_out: Any = out.reshape(shape)
-    return float(res_out) if res_out.ndim == 0 else res_out
+    return out

@@ -36,6 +36,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import betaln, gammainc, gammaln, hyp1f1
 
+from monitor.stats.chunks import each_chunk
+
 __all__ = [
     "ALPHA_OPT",
     "V_OPT",
@@ -334,10 +336,12 @@ def cs_bounded(
     thr = -np.log(aa).ravel()
     n1, s1, v1 = nn.ravel(), ss.ravel(), vv.ravel()
     low, high = np.empty(thr.size), np.empty(thr.size)
-    for lo in range(0, thr.size, _CS_CHUNK):  # the solver's working arrays stay small
-        at = slice(lo, lo + _CS_CHUNK)
+
+    def solve(at: slice) -> None:
         low[at], high[at] = _cs_ends(n1[at], s1[at], v1[at], thr[at], v_opt=v_opt,
                                      alpha_opt=alpha_opt)
+
+    each_chunk(solve, thr.size, _CS_CHUNK)  # the solver's working arrays stay small
     if nn.ndim == 0:
         return float(low[0]), float(high[0])
     return low.reshape(nn.shape), high.reshape(nn.shape)
