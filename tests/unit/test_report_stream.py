@@ -101,12 +101,15 @@ def test_json_edge_values_and_keys_only_some_objects_have() -> None:
 
 def test_a_column_of_floats_is_written_as_json_writes_each() -> None:
     # Every magnitude from subnormal to the largest double, both signs, the layout switches of
-    # repr (1e-4, 1e16), non-finite values, and a column long enough for the distinct-value path.
+    # repr (1e-4, 1e16), the magnitudes whose exponent orjson writes otherwise (1e-9 … 1e-4),
+    # non-finite values, and a column long enough for the distinct-value path.
     rng = np.random.default_rng(7)
     x = np.concatenate([
         rng.random(50_000) * 10.0 ** rng.integers(-320, 300, 50_000),
         -rng.random(5_000) * 10.0 ** rng.integers(-30, 30, 5_000),
         np.nextafter(1e-4, [0.0, 1.0]), np.nextafter(1e16, [0.0, np.inf]),
+        np.nextafter(1e-9, [0.0, 1.0]), np.nextafter(1e-10, [0.0, 1.0]), [9e-10, 1e-9, 1e-10],
+        rng.random(5_000) * 10.0 ** rng.integers(-12, -3, 5_000),
         [0.0, -0.0, 1e-4, -1e-4, 1e16, 5e-324, 1.7976931348623157e308, 0.1, math.nan,
          math.inf, -math.inf],
     ])
