@@ -40,20 +40,25 @@ def write_json(out: TextIO, doc: dict[str, Any], *, key: str,
     # A run's text is written by a thread while the next is rendered (the write releases
     # the GIL); one writer, so the text stays in order.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-monitor-json") as writer:
-        written: Future[int] | None = None
+        written: Future[None] | None = None
         for columns in runs:
             objects = render_objects(columns, indent=4)
             if not objects:
                 continue
             if written is not None:
                 written.result()
-            written = writer.submit(out.write, (",\n" if opened else "[\n") + objects)
+            written = writer.submit(_write, out, ",\n" if opened else "[\n", objects)
             opened = True
         if written is not None:
             written.result()
     out.write("\n  ]" if opened else "[]")
     out.write(parts[1])
     out.write("\n")
+
+
+def _write(out: TextIO, *texts: str) -> None:
+    for text in texts:
+        out.write(text)
 
 
 def render_objects(columns: Sequence[PairColumn], *, indent: int) -> str:
