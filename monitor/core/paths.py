@@ -187,6 +187,9 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     thr = np.zeros(flat.size)
     thr[need] = _state_log_threshold(st, lo[need], hi[need], alpha=alpha,
                                      planned_models=planned_models)
+    # Pairs the run may declare equivalent: all followed pairs but the undecided ones the
+    # screen below rules out.
+    equivalence = np.ones(flat.size, dtype=bool)
     if undecided.size:
         u = undecided
         f = flat[u]
@@ -197,16 +200,18 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
                              start_log_minus=paths.start_log_minus[f], log_threshold=thr[u])
         margin = st.spec.margin
         if margin is not None:  # a tied pair may be declared equivalent in the run
-            exact[u] |= may_be_equivalent(
+            equivalence[u] = may_be_equivalent(
                 (before[0][u], before[1][u] * sign[u], before[2][u]),
                 (after[0][u], after[1][u] * sign[u], after[2][u]),
                 start_n=paths.start_n[f], start_s=paths.start_s[f], start_v=paths.start_v[f],
                 margin=margin, log_threshold=thr[u])
+            exact[u] |= equivalence[u]
     pick = np.flatnonzero(exact)
     decided = _NONE
     if pick.size:
         base = (before[0][pick], before[1][pick] * sign[pick], before[2][pick])
-        decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick])
+        decided = _follow(st, rows, cols, scores, touched, flat[pick], base, thr[pick],
+                          equivalence[pick])
     # When the pairs read here need reading again: after as many more paired items as their
     # next decision needs at least.
     read = np.flatnonzero(need)
@@ -280,14 +285,15 @@ def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: Fl
 
 def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
             touched: IntArray, flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray],
-            thr: FloatArray) -> IntArray:
+            thr: FloatArray, equivalence: NDArray[np.bool_]) -> IntArray:
     """The item-by-item pass of the pairs ``flat`` (sums ``base`` before the run) along the
     run's results (already in the score matrix): the result at position t pairs with every
-    model that has the item already or got it earlier in the run. Cost: the followed pairs'
+    model that has the item already or got it earlier in the run; only the pairs
+    ``equivalence`` marks are read for an equivalence decision. Cost: the followed pairs'
     new items."""
     cap = st.cap
     order = np.argsort(flat)
-    flat, thr = flat[order], thr[order]
+    flat, thr, equivalence = flat[order], thr[order], equivalence[order]
     b_n, b_s, b_v = (b[order] for b in base)
     lo, hi = np.divmod(flat, cap)
     # Position in the run of each of its cells, by key row · cap + col (sorted for lookups).
@@ -364,7 +370,7 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         idx, d, nonbinary = idx[seq], d[seq], nonbinary[seq]
     local = st.paths.take(flat)
     decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
-                      log_threshold=thr, margin=st.spec.margin)
+                      log_threshold=thr, margin=st.spec.margin, equivalence=equivalence)
     st.paths.put(flat, local)
     return flat[decided]
 

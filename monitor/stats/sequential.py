@@ -324,6 +324,7 @@ def advance(
     base_v: FloatArray,
     log_threshold: FloatArray,
     margin: float | None = None,
+    equivalence: NDArray[np.bool_] | None = None,
 ) -> IntArray:
     """Follow the pairs along new paired items, in stream order; update ``paths`` in place.
 
@@ -343,6 +344,9 @@ def advance(
         log(1/γ_p) of each pair.
     margin : float, optional
         Δ of the equivalence decision (None: no equivalence).
+    equivalence : bool array, indexed by pair, optional
+        The pairs these items may declare equivalent (a screen's proof that the others
+        cannot be, :func:`may_be_equivalent`; default: every pair): only those are read for it.
 
     Returns
     -------
@@ -427,7 +431,8 @@ def advance(
     eq_first = np.full(int(g.max()) + 1, np.iinfo(np.int64).max)
     eq_log_e = np.zeros(int(g.max()) + 1)
     if margin is not None:
-        cand = np.flatnonzero(paths.open(g))
+        cand = np.flatnonzero(paths.open(g) if equivalence is None
+                              else paths.open(g) & equivalence[g])
         if cand.size:
             dn = n[cand] - item_start[0][cand]
             ds = s[cand] - item_start[1][cand]
