@@ -148,16 +148,34 @@ def _decide(
     a_idx = np.asarray(pairs[0], dtype=np.intp)
     b_idx = np.asarray(pairs[1], dtype=np.intp)
     m = int(a_idx.size)
-    perm, arrival = replay_arrival(table, order=order, seed=seed)
-    x = table.scores if perm is None else table.scores[perm]
-    k = x.shape[1]
-    present = ~np.isnan(x)
-    # Models are born at their first result; a pair's items come in the order their second
-    # score arrives.
     big = np.iinfo(np.int64).max
-    arr = np.where(present, arrival, big)
-    # (A repeated-sample table in file order: a model is born at its first sample.)
-    first = table.born if table.born is not None and order == "file" else arr.min(axis=0)
+    arr: np.ndarray | None = None
+    if order == "shuffle":
+        # Row by row, each row's results left to right (replay_arrival's arrival ranks,
+        # row · k + column, not built: a model is born at its first present row).
+        perm: np.ndarray | None = np.random.default_rng(seed).permutation(
+            table.scores.shape[0])
+        x = table.scores[perm]
+        k = x.shape[1]
+        present = ~np.isnan(x)
+        first = np.where(present.any(axis=0),
+                         np.argmax(present, axis=0).astype(np.int64) * k + np.arange(k), big)
+        by_rows = True
+    else:
+        perm, arrival = replay_arrival(table, order=order, seed=seed)
+        x = table.scores
+        k = x.shape[1]
+        present = ~np.isnan(x)
+        # Models are born at their first result; a pair's items come in the order their
+        # second score arrives.
+        arr = np.where(present, arrival, big)
+        # (A repeated-sample table in file order: a model is born at its first sample.)
+        first = table.born if table.born is not None else arr.min(axis=0)
+        # Scores that arrive row by row (a wide table's file order): each pair's items
+        # arrive in row order, so no pair's items need sorting.
+        seen = arr[present]  # row-major
+        by_rows = bool(np.all(seen[1:] > seen[:-1]))
+        del seen, arrival
     birth = np.empty(k, dtype=np.int64)
     birth[np.lexsort((np.arange(k), first))] = np.arange(k)
     a_first = birth[a_idx] < birth[b_idx]  # A is the pair's first-born model
@@ -176,11 +194,6 @@ def _decide(
     if perm is not None:
         codes = codes[perm]
     cpaths = ClusterPaths.empty(m, int(codes.max(initial=0)) + 1) if clustered else None
-    # Scores that arrive row by row (a shuffled replay, a wide table's file order): each pair's
-    # items arrive in row order, so no pair's items need sorting.
-    seen = arr[present]  # row-major
-    by_rows = bool(np.all(seen[1:] > seen[:-1]))
-    del seen, arrival
     binary = not np.any((x != 0.0) & (x != 1.0) & present)
     if by_rows and binary:
         del arr  # the fast passes read the rows in order: no arrival ranks
@@ -189,6 +202,8 @@ def _decide(
             _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=cluster_items,
                             log_thr=log_thr, margin=margin)
     else:
+        if arr is None:  # shuffled: the arrival ranks row · k + column
+            arr = np.where(present, np.arange(x.size, dtype=np.int64).reshape(x.shape), big)
         _item_pass(paths, cpaths, x, present, arr, lo_col, hi_col, codes, by_rows=by_rows,
                    log_thr=log_thr, margin=margin, cluster_items=cluster_items)
     return paths, shares, a_first, cpaths
