@@ -449,7 +449,11 @@ def _n_star_flat(d_all: Any, s_all: Any, tab: _BoundaryTable, *, alpha: float, p
         lo_r, hi_r = t_lo[ref], t_end[ref]
         f_lo, f_hi = shortfall(lo_r), shortfall(hi_r)
         at_lo, at_hi = f_lo >= 0, f_hi >= 0
-        found = _falsi(shortfall, lo_r, hi_r, f_lo, f_hi, steps=_PASSAGE_STEPS)
+        if power >= 0.5:
+            found = _falsi(shortfall, lo_r, hi_r, f_lo, f_hi, steps=_PASSAGE_STEPS)
+        else:  # the shortfall may change sign more than once below 1/2: bisection, as ever
+            _, found = _bisect(lambda t_: shortfall(t_) >= 0, lo_r.copy(), hi_r.copy(),
+                               steps=_PASSAGE_STEPS)
         t_end[ref] = np.where(at_lo, lo_r, np.where(at_hi, found, hi_r))
         res = np.exp(t_end - log_m2)
         res[(t_hi < tab.t_min)] = 1e12  # the boundary is never reached by N = 1e12

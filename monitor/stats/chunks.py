@@ -10,7 +10,6 @@ state.
 
 from __future__ import annotations
 
-import contextvars
 import os
 from collections.abc import Callable
 
@@ -36,9 +35,16 @@ def each_chunk(solve: Callable[[slice], None], size: int, chunk: int) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    # Each chunk runs in a copy of the caller's context: numpy's error state (np.errstate) is
-    # a context variable, which a pool's thread would otherwise not see.
-    runs = [(contextvars.copy_context(), at) for at in spans]
+    # Each chunk runs under the caller's numpy error state (np.errstate), which a pool's
+    # thread would otherwise not see (a context variable in numpy 2, per thread in 1.x).
+    import numpy as np
+
+    err = np.geterr()
+
+    def run(at: slice) -> None:
+        with np.errstate(**err):
+            solve(at)
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-monitor-solve") as pool:
-        for _ in pool.map(lambda run: run[0].run(solve, run[1]), runs):  # re-raises errors
+        for _ in pool.map(run, spans):  # re-raises errors
             pass

@@ -9,8 +9,8 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from monitor.stats import anytime_size, eprocess
-from monitor.stats.chunks import cores, each_chunk
+from monitor.stats import anytime_size, chunks, eprocess
+from monitor.stats.chunks import each_chunk
 
 
 def _pairs(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -25,6 +25,7 @@ def _pairs(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def test_confidence_sequences_do_not_depend_on_the_chunks(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     n, s, v, levels = _pairs(6_000)
+    monkeypatch.setattr(chunks, "cores", lambda: 4)  # a pool even on one CPU
     monkeypatch.setattr(eprocess, "_CS_CHUNK", 1 << 20)
     whole = eprocess.cs_bounded(n, s, v, alpha=levels)
     monkeypatch.setattr(eprocess, "_CS_CHUNK", 700)
@@ -42,6 +43,7 @@ def test_anytime_sizes_do_not_depend_on_the_chunks(monkeypatch: pytest.MonkeyPat
     d = rng.uniform(0.0, 0.4, 5_000)
     d[:100] = 0.0  # N*_AV = inf
     s2 = rng.uniform(0.01, 0.6, 5_000)
+    monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(anytime_size, "_CHUNK", 1 << 20)
     whole = anytime_size.n_star_anytime(d, s2, alpha=1e-5, construction=construction)
     monkeypatch.setattr(anytime_size, "_CHUNK", 333)
@@ -50,7 +52,9 @@ def test_anytime_sizes_do_not_depend_on_the_chunks(monkeypatch: pytest.MonkeyPat
     assert np.isinf(whole[:100]).all() and np.isfinite(whole[100:]).all()
 
 
-def test_chunks_run_on_threads_under_the_callers_error_state() -> None:
+def test_chunks_run_on_threads_under_the_callers_error_state(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chunks, "cores", lambda: 4)
     seen: list[tuple[int, int]] = []
     out = np.zeros(10)
 
@@ -64,6 +68,5 @@ def test_chunks_run_on_threads_under_the_callers_error_state() -> None:
             each_chunk(solve, 10, 3)
     assert sorted(seen) == [(0, 3), (3, 6), (6, 9), (9, 10)]
     assert np.isneginf(out).all()
-    if cores() > 1:  # the pool's threads see np.errstate's "raise" too
-        with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
-            each_chunk(solve, 10, 3)
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        each_chunk(solve, 10, 3)  # the pool's threads see np.errstate's "raise" too
