@@ -70,13 +70,6 @@ def render_objects(columns: Sequence[PairColumn], *, indent: int) -> str:
     return outer + "".join(pieces) if pieces else ""
 
 
-def object_texts(columns: Sequence[PairColumn], *, indent: int) -> list[str]:
-    """The JSON text of each object of a run, from its opening brace to its closing one, the
-    brace at depth ``indent`` (json's ``indent=2`` layout)."""
-    pieces, stride = _pieces(columns, indent=indent, between="")
-    return ["".join(pieces[i:i + stride]) for i in range(0, len(pieces), stride)]
-
-
 def _pieces(columns: Sequence[PairColumn], *, indent: int, between: str
             ) -> tuple[list[str], int]:
     """Every piece of the text of the objects of a run in output order — per object: before
@@ -134,11 +127,10 @@ def _pieces(columns: Sequence[PairColumn], *, indent: int, between: str
 
 
 def tokens(column: PairColumn, *, indent: int = 0) -> list[str]:
-    """The JSON text of every value of ``column`` (numbers by :func:`wire_float`), a value
-    that is an object laid out as at depth ``indent`` (the depth of its key)."""
+    """The JSON text of every value of ``column`` (numbers by :func:`wire_float`), a nested
+    dict or list laid out as at depth ``indent`` (the depth of its key); object columns are
+    :func:`_pieces`' own."""
     kind, values = column.kind, column.values
-    if kind == "object":
-        return object_texts(values, indent=indent)
     if kind == "float":
         return _float_tokens(np.asarray(values, dtype=np.float64))
     if kind == "count":

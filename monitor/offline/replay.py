@@ -89,10 +89,15 @@ def replay_arrival(table: ScoreTable, *, order: str, seed: int | None
         raise ValueError(f"`order` must be one of {', '.join(ORDERS)}, got {order!r}")
     if order == "file":
         return None, table.arrival_order()
-    perm = np.random.default_rng(seed).permutation(table.scores.shape[0])
+    perm = shuffled_rows(table, seed)
     x = table.scores[perm]
     n, kk = x.shape
     return perm, np.where(np.isnan(x), -1, np.arange(n * kk, dtype=np.int64).reshape(n, kk))
+
+
+def shuffled_rows(table: ScoreTable, seed: int | None) -> np.ndarray:
+    """The table's rows in the seeded order of a shuffled replay."""
+    return np.random.default_rng(seed).permutation(table.scores.shape[0])
 
 
 def design_of(table: ScoreTable) -> Design:
@@ -153,8 +158,7 @@ def _decide(
     if order == "shuffle":
         # Row by row, each row's results left to right (replay_arrival's arrival ranks,
         # row · k + column, not built: a model is born at its first present row).
-        perm: np.ndarray | None = np.random.default_rng(seed).permutation(
-            table.scores.shape[0])
+        perm: np.ndarray | None = shuffled_rows(table, seed)
         x = table.scores[perm]
         k = x.shape[1]
         present = ~np.isnan(x)
