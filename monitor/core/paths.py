@@ -6,7 +6,9 @@ one run): the pair sums of the models a run touches (:meth:`BenchmarkState.fold_
 pass over the present models of each result), then the sequential decisions. A pair the run
 cannot have decided — its e-process's bound over the run stays below its threshold
 (:func:`monitor.stats.sequential.may_cross`) — is done; only the others are followed item by
-item (:func:`monitor.stats.sequential.advance`), in event order. Before any of that, a pair
+item (:func:`monitor.stats.sequential.advance`), in event order — a long run in parts of
+``SUB`` results, each screened the same way, so a pair is read item by item only where it can
+decide (:func:`_advance_in_parts`). Before any of that, a pair
 is not read at all while the run cannot bring it the paired items its next decision needs at
 least (``BenchmarkState.recheck``, :func:`monitor.stats.sequential.items_to_decide`): the
 pairs a run reads are the few near a decision, not every pair of the models it touches.
@@ -26,6 +28,7 @@ from monitor.stats.cluster_sequential import advance_clusters
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
+    PairPaths,
     advance,
     block_share,
     items_to_decide,
@@ -44,6 +47,8 @@ FloatArray = NDArray[np.float64]
 
 #: Results of one model per run: the bound of a run is loose by at most this many items.
 RUN = 256
+#: Results per part of a run followed on its own (:func:`_advance_in_parts`).
+SUB = 32
 _NONE = np.zeros(0, dtype=np.int64)
 _NEVER = np.iinfo(np.int32).max  # ``recheck`` of a decided pair
 
@@ -367,12 +372,90 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     if len(parts) > 1:
         # Items of the pairs under two ends come in two blocks: merge into event order.
         seq = np.lexsort((tt, idx))
-        idx, d, nonbinary = idx[seq], d[seq], nonbinary[seq]
+        idx, tt, d, nonbinary = idx[seq], tt[seq], d[seq], nonbinary[seq]
     local = st.paths.take(flat)
-    decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
-                      log_threshold=thr, margin=st.spec.margin, equivalence=equivalence)
+    if idx.size >= 2 * SUB * flat.size:
+        decided = _advance_in_parts(local, idx, tt, d, nonbinary, (b_n, b_s, b_v), thr,
+                                    st.spec.margin, equivalence)
+    else:
+        decided = advance(local, idx, d, nonbinary, base_n=b_n, base_s=b_s, base_v=b_v,
+                          log_threshold=thr, margin=st.spec.margin, equivalence=equivalence)
     st.paths.put(flat, local)
     return flat[decided]
+
+
+def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArray,
+                      nonbinary: NDArray[np.bool_],
+                      base: tuple[FloatArray, FloatArray, FloatArray], thr: FloatArray,
+                      margin: float | None, equivalence: NDArray[np.bool_]) -> IntArray:
+    """:func:`advance` of the pairs ``local`` along their new items (``idx`` grouped by pair,
+    each pair's items in event order ``tt``), with the run cut into parts of ``SUB`` results:
+    a part of an open McNemar pair of 0/1 items that cannot have crossed (nor been declared
+    equivalent) between its end points (:func:`may_cross`, :func:`may_be_equivalent`) is not
+    read item by item. Every other part is followed from the pair's sums at its start, as a
+    pair of its own; a pair's decision is its earliest part's. The same decisions as one
+    :func:`advance` over every item: a part's items see the same (n, S, V) either way."""
+    b_n, b_s, b_v = base
+    pairs = local.kind.size
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    sizes = np.diff(np.r_[starts, idx.size])
+    # Only open McNemar pairs whose new items are all 0/1 are cut; the others are one part.
+    nb_pair = np.bincount(idx[nonbinary], minlength=pairs) > 0
+    cut = (local.kind == MCNEMAR) & local.open(np.arange(pairs)) & ~nb_pair
+    part = np.where(cut[idx], tt // SUB, 0)
+    first = np.flatnonzero(np.r_[True, (idx[1:] != idx[:-1]) | (part[1:] != part[:-1])])
+    p_size = np.diff(np.r_[first, idx.size])
+    owner = idx[first]
+    # Each pair's sums before each of its parts: its sums before the run and its items before.
+    pos = np.arange(idx.size) - np.repeat(starts, sizes)
+    cs = np.cumsum(d)
+    cv = np.cumsum(d * d)
+    pair_cs0 = np.repeat(np.r_[0.0, cs][starts], sizes)
+    pair_cv0 = np.repeat(np.r_[0.0, cv][starts], sizes)
+    last = first + p_size - 1
+    n0 = b_n[owner] + pos[first]
+    s0 = b_s[owner] + np.r_[0.0, cs][first] - pair_cs0[first]
+    v0 = b_v[owner] + np.r_[0.0, cv][first] - pair_cv0[first]
+    n1 = n0 + p_size
+    s1 = b_s[owner] + cs[last] - pair_cs0[last]
+    v1 = b_v[owner] + cv[last] - pair_cv0[last]
+    # A decided pair's 0/1 items change nothing (:func:`advance` drops them): not read.
+    keep = ~cut[owner] & (local.open(owner) | nb_pair[owner])
+    eq = equivalence[owner].copy()
+    c = np.flatnonzero(cut[owner])
+    if c.size:
+        o = owner[c]
+        seg = {"start_n": local.start_n[o], "start_s": local.start_s[o],
+               "start_v": local.start_v[o]}
+        before, after = (n0[c], s0[c], v0[c]), (n1[c], s1[c], v1[c])
+        keep[c] = may_cross(local.kind[o], before, after, start_log_plus=local.start_log_plus[o],
+                            start_log_minus=local.start_log_minus[o], log_threshold=thr[o],
+                            **seg)
+        if margin is not None:
+            e = eq[c]
+            e[e] = may_be_equivalent((n0[c][e], s0[c][e], v0[c][e]),
+                                     (n1[c][e], s1[c][e], v1[c][e]), margin=margin,
+                                     log_threshold=thr[o][e],
+                                     **{k: v[e] for k, v in seg.items()})
+            eq[c] = e
+            keep[c] |= e
+    kept = np.flatnonzero(keep)
+    if kept.size == 0:
+        return _NONE
+    # The kept parts as pairs of their own, numbered in (pair, part) order.
+    item_kept = np.repeat(keep, p_size)
+    sub = local.take(owner[kept])
+    got = advance(sub, np.repeat(np.arange(kept.size), p_size[kept]), d[item_kept],
+                  nonbinary[item_kept], base_n=n0[kept], base_s=s0[kept], base_v=v0[kept],
+                  log_threshold=thr[owner[kept]], margin=margin, equivalence=eq[kept])
+    # The uncut pairs' one part carries their whole state; a cut pair's state changes only
+    # by its decision, at its earliest deciding part.
+    got = np.unique(got)
+    of = owner[kept][got]
+    earliest = got[np.r_[True, of[1:] != of[:-1]]] if got.size else got
+    write = np.union1d(np.flatnonzero(~cut[owner[kept]]), earliest)
+    local.put(owner[kept][write], sub.take(write))
+    return owner[kept][earliest]
 
 
 def exclude_rows(st: BenchmarkState, newly_excluded: IntArray) -> None:
