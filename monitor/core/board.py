@@ -163,13 +163,20 @@ class PairSum:
 
     def at(self, a: IntArray, b: IntArray) -> NDArray[Any]:
         """S[a[i], b[i]]."""
+        cap = self.rows.shape[1]
+        return self.at_flat(a * cap + b, b * cap + a)
+
+    def at_flat(self, ab: IntArray, ba: IntArray) -> NDArray[Any]:
+        """S[a[i], b[i]] of the flat places ab = a · cap + b and ba = b · cap + a (``take`` on
+        the flat arrays: a third of the time of a two-axis fancy index)."""
+        rows = self.rows.reshape(-1)
         if self.cols is not None:
-            both: NDArray[Any] = self.rows[a, b] + self.cols[b, a]
+            both: NDArray[Any] = rows.take(ab) + self.cols.reshape(-1).take(ba)
             return both
-        out: NDArray[Any] = self.rows[a, b] + self.rows[b, a]
-        same = a == b
+        out: NDArray[Any] = rows.take(ab) + rows.take(ba)
+        same = ab == ba
         if same.any():
-            out[same] = self.rows[a[same], a[same]]
+            out[same] = rows.take(ab[same])
         return out
 
     def row_block(self, a: IntArray, k: int) -> NDArray[Any]:
@@ -178,7 +185,8 @@ class PairSum:
         # consecutive columns (one item's results across the models, a few models): a view
         at: IntArray | slice = (slice(int(a[0]), int(a[-1]) + 1)
                                 if a.size and int(a[-1]) - int(a[0]) + 1 == a.size else a)
-        out: NDArray[Any] = self.rows[at, :k] + other[:k, at].T
+        cols = other[:k, at] if isinstance(at, slice) else np.take(other[:k], at, axis=1)
+        out: NDArray[Any] = self.rows[at, :k] + cols.T
         if self.cols is None:
             out[np.arange(a.size), a] = self.rows[a, a]
         return out
@@ -264,8 +272,9 @@ def _product(a: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
     models): OpenBLAS's product with an inner size of 1 takes 4× the outer product's time."""
     if a.shape[1] == 1:
         out: NDArray[Any] = np.multiply.outer(a[:, 0], b[0])
-        return out
-    return a @ b
+    else:
+        out = a @ b
+    return out
 
 
 def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
@@ -670,12 +679,15 @@ class BenchmarkState:
 
     def pair_nsv(self, a: IntArray, b: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """n, S (from a's side) and V over the non-excluded items of the pairs (a[i], b[i])."""
-        sab = self.p.at(a, b).astype(np.float64)
-        sx_ab = self.sx.at(a, b).astype(np.float64)
-        sx_ba = self.sx.at(b, a).astype(np.float64)
+        cap = self.cap
+        ab, ba = a * cap + b, b * cap + a
+        sab = self.p.at_flat(ab, ba).astype(np.float64)
+        sx_ab = self.sx.at_flat(ab, ba).astype(np.float64)
+        sx_ba = self.sx.at_flat(ba, ab).astype(np.float64)
         sq = ((sx_ab, sx_ba) if self.sx2 is None  # 0/1 scores: x² = x
-              else (self.sx2.at(a, b), self.sx2.at(b, a)))
-        return (self.n.at(a, b).astype(np.float64), sx_ab - sx_ba, sq[0] + sq[1] - 2.0 * sab)
+              else (self.sx2.at_flat(ab, ba), self.sx2.at_flat(ba, ab)))
+        return (self.n.at_flat(ab, ba).astype(np.float64), sx_ab - sx_ba,
+                sq[0] + sq[1] - 2.0 * sab)
 
     def path_sums(self, flat: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """:meth:`pair_nsv` of the pairs (lo, hi) at ``flat`` (lo · cap + hi, as ``paths``)."""

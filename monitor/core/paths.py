@@ -143,7 +143,7 @@ def _run(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArray,
     nonbinary_col = st.nonbinary[:k] > 0
     if nonbinary_col.any():
         work |= nonbinary_col[touched][:, None] | nonbinary_col[None, :]
-    ti, jj = np.nonzero(work)
+    ti, jj = np.divmod(np.flatnonzero(work), k)  # a quarter of np.nonzero's time
     c = touched[ti]
     once = (jj > c) | ~in_run[jj]
     ti, jj, c = ti[once], jj[once], c[once]
@@ -322,7 +322,7 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         """The new paired items among (result ev[i], partner[i]): the partner has the item
         before the result — stored before the run, or earlier in it."""
         r = rows[ev]
-        x_p = st.X[r, partners]
+        x_p = st.X.reshape(-1).take(r * st.X.shape[1] + partners)
         mask = ~np.isnan(x_p)
         also = np.flatnonzero(in_run_col[partners] & mask)
         if also.size:
