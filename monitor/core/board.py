@@ -55,6 +55,7 @@ _DENSE_MADD = {True: 0.06e-9, False: 0.12e-9}
 _DENSE_CELL = 0.15e-9  # filling the dense left operand, per cell
 _SPARSE_MADD = 0.65e-9
 _SPARSE_SETUP = 2.0e-3
+_SPARSE_OWN = 20e-9  # per entry of a CSR × CSR product (scipy's csr_matmat, then tocoo)
 
 #: Bytes of the Python objects of each item, model and perturbed result beyond the arrays: dict
 #: entries, list slots and the name itself (tracemalloc over 100,000 items named like
@@ -237,6 +238,12 @@ class PairSum:
             keep = row <= col
             row, col, data = row[keep], col[keep], data[keep]
         row_part[row, cols[col]] += data
+
+    def own_dense_into(self, row_part: NDArray[Any], own: NDArray[Any], cols: IntArray) -> None:
+        """:meth:`own_into` of a dense (t × t) product ``own`` (overwritten for a symmetric S)."""
+        if self.cols is None:
+            own *= _upper(own.shape[0])
+        row_part[:, cols] += own
 
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
@@ -579,9 +586,23 @@ class BenchmarkState:
         # once for the symmetric sums.
         row_n, row_sx, row_p = dm_m, dx_m, dx_x
         dmt = dm.T.tocsr()
-        for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
-                                       (self.p, row_p, dx, dx.T.tocsr())):
-            pair_sum.own_into(target, f @ g, uniq_c)
+        per_row = np.bincount(r_inv)
+        if self.binary and dense_own_cheaper(t, uniq_r.size, int(per_row @ per_row)):
+            # Many new cells per item (a batch over few items): the own pairs by dense
+            # products of the batch's block, exact integers in float32.
+            block = np.zeros((2 * t, uniq_r.size), dtype=ftype)
+            block[c_inv, r_inv] = 1.0
+            block[t + c_inv, r_inv] = scores
+            with single_thread_blas():
+                own = _product(block, block[:t].T)  # [Δm; Δx] against Δm
+                own_p = _product(block[t:], block[t:].T)
+            for pair_sum, target, part in ((self.n, row_n, own[:t]), (self.sx, row_sx, own[t:]),
+                                           (self.p, row_p, own_p)):
+                pair_sum.own_dense_into(target, part, uniq_c)
+        else:
+            for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
+                                           (self.p, row_p, dx, dx.T.tocsr())):
+                pair_sum.own_into(target, f @ g, uniq_c)
         self.n.add(uniq_c, row_n)
         self.sx.add(uniq_c, row_sx, dm_x)
         self.p.add(uniq_c, row_p)
@@ -855,6 +876,15 @@ def dense_fold_cheaper(n: int, rows: int, cols: int, k: int, *, binary: bool) ->
              + _DENSE_CELL * parts * cols * rows)
     sparse = _SPARSE_MADD * parts * n * parts * k + _SPARSE_SETUP
     return dense <= sparse
+
+
+def dense_own_cheaper(cols: int, rows: int, pairs: int) -> bool:
+    """Whether the batch's own pairs (its cells against each other: ``pairs`` = Σ over its
+    items of the new cells² of each) cost less by dense products of its (cols × rows) block
+    than by sparse ones, which pay per pair they produce (three products of CSR operands:
+    ~20 ns per entry, the same core and versions as above)."""
+    dense = _DENSE_MADD[True] * 3 * cols * cols * rows + _DENSE_CELL * 2 * cols * rows
+    return 2 * cols * rows * 4 <= _DENSE_BYTES and dense < _SPARSE_OWN * 3 * pairs
 
 
 def _grown(a: NDArray[Any], cap: int, fill: int = 0) -> NDArray[Any]:

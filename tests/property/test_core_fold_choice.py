@@ -1,5 +1,6 @@
 """The fold's path and the run's screening change nothing but speed: the dense and the sparse
-fold, forced either way, leave the same pair sums (exactly for 0/1 scores, to rounding for
+fold (the latter with the batch's own pairs by sparse or dense products), forced either way,
+leave the same pair sums (exactly for 0/1 scores, to rounding for
 other scores), and a run that reads every pair leaves the state one that skips the pairs it
 cannot decide (``BenchmarkState.recheck``) leaves."""
 
@@ -38,8 +39,8 @@ def boards(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.where(present, scores, np.nan), new, scores
 
 
-def _folded(before: np.ndarray, new: np.ndarray, scores: np.ndarray, *, dense: bool
-            ) -> BenchmarkState:
+def _folded(before: np.ndarray, new: np.ndarray, scores: np.ndarray, *, dense: bool,
+            own_dense: bool = False) -> BenchmarkState:
     state = BenchmarkState("b")
     items, models = before.shape
     for j in range(models):
@@ -54,6 +55,7 @@ def _folded(before: np.ndarray, new: np.ndarray, scores: np.ndarray, *, dense: b
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(board_module, "_DENSE_BYTES", 1 << 40 if dense else -1)
         mp.setattr(board_module, "dense_fold_cheaper", lambda *a, **k: dense)
+        mp.setattr(board_module, "dense_own_cheaper", lambda *a, **k: own_dense)
         if r.size:
             state.fold_new(r, c, scores[r, c])
     return state
@@ -66,23 +68,25 @@ def test_dense_and_sparse_folds_leave_the_same_sums(
     before, new, scores = board
     dense = _folded(before, new, scores, dense=True)
     sparse = _folded(before, new, scores, dense=False)
+    own_dense = _folded(before, new, scores, dense=False, own_dense=True)
     k = dense.k
-    np.testing.assert_array_equal(dense.X, sparse.X)
-    assert dense.binary == sparse.binary
-    for name in ("n", "sx", "p", "sx2"):
-        d, s = getattr(dense, name), getattr(sparse, name)
-        if d is None:
-            assert s is None
-        elif dense.binary:  # integer counts: equal
-            np.testing.assert_array_equal(d.full(k), s.full(k), err_msg=name)
-        else:
-            np.testing.assert_allclose(d.full(k), s.full(k), rtol=1e-12, atol=1e-12,
-                                       err_msg=name)
-    # and both equal the sums recomputed from the score matrix
+    for other in (sparse, own_dense):
+        np.testing.assert_array_equal(dense.X, other.X)
+        assert dense.binary == other.binary
+        for name in ("n", "sx", "p", "sx2"):
+            d, s = getattr(dense, name), getattr(other, name)
+            if d is None:
+                assert s is None
+            elif dense.binary:  # integer counts: equal
+                np.testing.assert_array_equal(d.full(k), s.full(k), err_msg=name)
+            else:
+                np.testing.assert_allclose(d.full(k), s.full(k), rtol=1e-12, atol=1e-12,
+                                           err_msg=name)
+    # and every path's equal the sums recomputed from the score matrix
     x = dense.X[:before.shape[0], :k]
     m = (~np.isnan(x)).astype(float)
     xv = np.nan_to_num(x)
-    for state in (dense, sparse):
+    for state in (dense, sparse, own_dense):
         np.testing.assert_allclose(state.n.full(k), m.T @ m, atol=1e-9)
         np.testing.assert_allclose(state.sx.full(k), xv.T @ m, atol=1e-9)
         np.testing.assert_allclose(state.p.full(k), xv.T @ xv, atol=1e-9)
