@@ -293,7 +293,7 @@ def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
 
 def _add_to(target: NDArray[Any], where: Any, part: NDArray[Any]) -> None:
     if target.dtype.kind == "i":  # 0/1 products: exact integers already
-        target[where] += part.astype(target.dtype)
+        target[where] += part.astype(target.dtype, copy=False)
     else:
         target[where] += part
 
@@ -563,7 +563,8 @@ class BenchmarkState:
         from scipy import sparse
 
         before = self.X[uniq_r, :k]
-        ftype = np.float32 if self.binary else np.float64  # 0/1 sums of a batch: exact in float32
+        # 0/1 scores: the products in the sums' own integers (no conversion before the adds)
+        ftype = self.n.dtype if self.binary else np.float64
         shape = (uniq_c.size, uniq_r.size)
         ones = np.ones(rows.size, dtype=ftype)
         dm = sparse.csr_array((ones, (c_inv, r_inv)), shape=shape)
@@ -572,7 +573,7 @@ class BenchmarkState:
         # Scores lie in [0, 1]: x ≥ 0 is the presence mask (NaN compares False), fmax(x, 0)
         # the score with absent as 0 — one pass each, straight into the product's operand.
         np.greater_equal(before, 0.0, out=right[:, :k])
-        np.fmax(before, 0.0, out=right[:, k:2 * k])
+        np.fmax(before, 0.0, out=right[:, k:2 * k], casting="unsafe")
         if not self.binary:
             np.square(right[:, k:2 * k], out=right[:, 2 * k:])
         with single_thread_blas():
@@ -590,7 +591,7 @@ class BenchmarkState:
         if self.binary and dense_own_cheaper(t, uniq_r.size, int(per_row @ per_row)):
             # Many new cells per item (a batch over few items): the own pairs by dense
             # products of the batch's block, exact integers in float32.
-            block = np.zeros((2 * t, uniq_r.size), dtype=ftype)
+            block = np.zeros((2 * t, uniq_r.size), dtype=np.float32)
             block[c_inv, r_inv] = 1.0
             block[t + c_inv, r_inv] = scores
             with single_thread_blas():
@@ -598,7 +599,7 @@ class BenchmarkState:
                 own_p = _product(block[t:], block[t:].T)
             for pair_sum, target, part in ((self.n, row_n, own[:t]), (self.sx, row_sx, own[t:]),
                                            (self.p, row_p, own_p)):
-                pair_sum.own_dense_into(target, part, uniq_c)
+                pair_sum.own_dense_into(target, part.astype(ftype), uniq_c)
         else:
             for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
                                            (self.p, row_p, dx, dx.T.tocsr())):
