@@ -374,7 +374,10 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
         seq = np.lexsort((tt, idx))
         idx, tt, d, nonbinary = idx[seq], tt[seq], d[seq], nonbinary[seq]
     local = st.paths.take(flat)
-    if idx.size >= 2 * SUB * flat.size:
+    # In parts on a board of 0/1 scores only: the running sums of one pass over every item
+    # round with the other pairs' items before them otherwise (a pair's e-value could then
+    # differ from the one pass's in its last bits).
+    if st.binary and idx.size >= 2 * SUB * flat.size:
         decided = _advance_in_parts(local, idx, tt, d, nonbinary, (b_n, b_s, b_v), thr,
                                     st.spec.margin, equivalence)
     else:
@@ -394,7 +397,9 @@ def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArr
     equivalent) between its end points (:func:`may_cross`, :func:`may_be_equivalent`) is not
     read item by item. Every other part is followed from the pair's sums at its start, as a
     pair of its own; a pair's decision is its earliest part's. The same decisions as one
-    :func:`advance` over every item: a part's items see the same (n, S, V) either way."""
+    :func:`advance` over every item: a part's items see the same (n, S, V) either way —
+    exactly, bit for bit, when every D is a multiple of 1/2 (:func:`advance`'s running sums
+    are then exact whatever items come before them)."""
     b_n, b_s, b_v = base
     pairs = local.kind.size
     starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])

@@ -93,3 +93,52 @@ def test_parts_that_cannot_decide_are_not_read(monkeypatch: pytest.MonkeyPatch) 
                                  case["nonbinary"], case["base"], case["thr"], None,
                                  case["equivalence"])
     assert seen and seen[0] < case["idx"].size / 2
+
+
+def _live(scores: np.ndarray, order: np.ndarray) -> tuple[bytes, ...]:
+    """Every cell of ``scores`` (items × models) through a Monitor, one model after another in
+    ``order`` per model, in batches of 500; the snapshot's arrays and the decisions' order."""
+    from monitor.contracts import ItemResult
+    from monitor.core import CoreConfig, Monitor
+    from monitor.core.snapshot import bench_to_snapshot
+
+    models = scores.shape[1]
+    events = [ItemResult(benchmark="b", item_id=str(i), model=f"m{j}", score=float(scores[i, j]))
+              for j in range(models) for i in order[j]]
+    mon = Monitor(CoreConfig())
+    outcomes: list[str] = []
+    for at in range(0, len(events), 500):
+        outcomes.extend(mon.apply(events[at:at + 500], evaluate=False).outcomes)
+    _, arrays = bench_to_snapshot(mon._benches["b"])
+    return (repr(outcomes).encode(), *(arrays[k].tobytes() for k in sorted(arrays)))
+
+
+@pytest.mark.parametrize("thirds", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_live_runs_in_parts_leave_the_state_of_one_pass(seed: int, thirds: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole live runs (models arriving one after another, so a run holds many items of each
+    pair) leave the same snapshot, bit for bit, with runs followed in parts or in one pass —
+    on a board of 0/1 scores, and on one whose last two models have scores of 1/3 (no run is
+    followed in parts after the first: one pass's running sums then round with the items
+    before them)."""
+    rng = np.random.default_rng(seed)
+    items, models = 600, 7
+    skill = rng.uniform(0.35, 0.8, models)
+    scores = (rng.random((items, models)) < skill).astype(float)
+    if thirds:
+        some = rng.random((items, models)) < 0.2
+        scores[some & (np.arange(models) >= models - 2)] = 1 / 3
+    order = np.array([rng.permutation(items) for _ in range(models)])
+    calls: list[int] = []
+    real = core_paths._advance_in_parts
+
+    def counting(*args: object, **kw: object) -> object:
+        calls.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core_paths, "_advance_in_parts", counting)
+    in_parts = _live(scores, order)
+    assert calls  # runs were followed in parts (on the 1/3 board: before its first 1/3)
+    monkeypatch.setattr(core_paths, "SUB", 10**9)  # one pass for every run
+    assert _live(scores, order) == in_parts
