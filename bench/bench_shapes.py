@@ -216,7 +216,9 @@ def _record(cells: list[Cell], worst: tuple[float, str], command: str) -> None:
         record("live core: growth of the cost per result in M, every shape",
                goal="exponent ≤ 1.1 between neighbouring M",
                figure=f"worst {worst[0]:.2f} ({worst[1]}); {measured}",
-               peer="the json.loads loop of each cell, same process", met=worst[0] <= 1.1,
+               peer="the json.loads loop of each cell, same process",
+               # a run of part of the grid can miss the goal, not meet it
+               met=False if worst[0] > 1.1 else (True if set(MODELS) <= set(sizes) else None),
                command=command)
     at_1000 = [c for c in cells if c.models == 1000]
     if at_1000:
