@@ -140,8 +140,9 @@ def _decide(
 
     A table of 0/1 scores replayed row by row (shuffled, or a wide table in file order) takes
     the fast passes, to the same state: the screened pass (:func:`_screened_pass`), which
-    follows item by item only the pairs a run of rows may decide, and under sampled clusters
-    the replay of the clusters' observations (:func:`_cluster_replay`). Other scores and
+    follows item by item only the pairs a run of rows may decide, or under sampled clusters
+    the replay of the clusters' observations (:func:`_clusters_pass`: the item-level
+    decisions, not the verdict there, are not taken). Other scores and
     other arrival orders take every paired item of every pair through :func:`advance` and
     :func:`advance_clusters` (:func:`_item_pass`)."""
     if order not in ORDERS:
@@ -201,16 +202,30 @@ def _decide(
     binary = not np.any((x != 0.0) & (x != 1.0) & present)
     if by_rows and binary:
         del arr  # the fast passes read the rows in order: no arrival ranks
-        _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
-        if cpaths is not None:
-            _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=cluster_items,
-                            log_thr=log_thr, margin=margin)
+        if cpaths is None:
+            _screened_pass(paths, x, present, lo_col, hi_col, log_thr=log_thr, margin=margin)
+        else:
+            _clusters_pass(paths, cpaths, x, present, lo_col, hi_col, codes,
+                           r=cluster_items, log_thr=log_thr, margin=margin)
     else:
         if arr is None:  # shuffled: the arrival ranks row · k + column
             arr = np.where(present, np.arange(x.size, dtype=np.int64).reshape(x.shape), big)
         _item_pass(paths, cpaths, x, present, arr, lo_col, hi_col, codes, by_rows=by_rows,
                    log_thr=log_thr, margin=margin, cluster_items=cluster_items)
     return paths, shares, a_first, cpaths
+
+
+def _clusters_pass(paths: PairPaths, cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
+                   lo_col: np.ndarray, hi_col: np.ndarray, codes: np.ndarray, *, r: int,
+                   log_thr: np.ndarray, margin: float | None) -> None:
+    """The decisions of 0/1 scores arriving row by row under sampled clusters: the clustered
+    ones (:func:`_cluster_replay`), which are the verdicts. The item-level decisions are
+    neither the verdict under this design nor shown (:meth:`PairFigures.verdict_code`, the
+    serializers' ``headline_*``), so they are not taken: ``paths`` stays as it is, which
+    :func:`pair_figures` reads as the McNemar e-process of every paired item (on 0/1 scores
+    no segment is ever frozen), the path the item-by-item pass leaves."""
+    _cluster_replay(cpaths, x, present, lo_col, hi_col, codes, r=r, log_thr=log_thr,
+                    margin=margin)
 
 
 def _item_pass(paths: PairPaths, cpaths: ClusterPaths | None, x: np.ndarray,

@@ -156,3 +156,44 @@ def test_a_clusters_screen_that_skips_too_much_is_caught(
     full, fast = _cluster_both(x, codes, r=2, margin=None, seed=0)
     assert (full.decided != 0).any()
     assert not np.array_equal(full.decided, fast.decided)
+
+
+def test_under_sampled_clusters_the_report_is_the_full_passes_report(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 0/1 table under sampled clusters skips the item-level decisions (not its verdict):
+    the report's JSON is byte for byte the one of the full item-by-item pass of both designs,
+    which does decide pairs item by item on this board."""
+    from io import StringIO
+
+    from monitor.commands._jsonstream import write_report
+    from monitor.offline.report import build_report
+
+    rng = np.random.default_rng(5)
+    x = _board(5, n_items=2400, k=7, absent=0.1)
+    groups = np.char.add("c", rng.integers(0, 40, x.shape[0]).astype(str))
+    table = ScoreTable(source="t", benchmark="b",
+                       item_ids=np.array([f"i{i}" for i in range(x.shape[0])]),
+                       models=tuple(f"m{j}" for j in range(x.shape[1])), scores=x,
+                       groups=groups, group_kind="cluster", group_col="subject")
+
+    def text() -> str:
+        report = build_report(table, family="all")
+        out = StringIO()
+        write_report(out, replay.with_anytime(report, table, planned_models=3, margin=0.01))
+        return out.getvalue()
+
+    fast = text()
+    item_decided: list[bool] = []
+
+    def full_pass(paths: PairPaths, cpaths: ClusterPaths, x: np.ndarray, present: np.ndarray,
+                  lo: np.ndarray, hi: np.ndarray, codes: np.ndarray, *, r: int,
+                  log_thr: np.ndarray, margin: float | None) -> None:
+        arrival = np.where(present, np.arange(x.size).reshape(x.shape), 0)
+        replay._item_pass(paths, cpaths, x, present, arrival, lo, hi, codes, by_rows=True,
+                          log_thr=log_thr, margin=margin, cluster_items=r)
+        item_decided.append(bool((paths.decided != 0).any()))
+
+    monkeypatch.setattr(replay, "_clusters_pass", full_pass)
+    assert text() == fast
+    assert item_decided == [True]
+    assert '"design": "clusters"' in fast and '"verdict": "undecidable"' not in fast
