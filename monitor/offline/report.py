@@ -495,7 +495,7 @@ def build_report(
             ranks = rank_sets(table.scores, groups=table.groups, covariance=kind, order=order,
                               alpha=alpha, method=cast(Method, rank_method),
                               n_draws=rank_draws, rng=np.random.default_rng(rank_seed),
-                              sums=sums)
+                              sums=sums, figures=res if family == "all" else None)
         except ValueError as exc:
             # Rank sets need every pair (and items every model has); a report of the family
             # stays useful without them, so say why they are missing instead of failing.

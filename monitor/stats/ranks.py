@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.stats.board import BoardSums, board
+from monitor.stats.board import BoardResult, BoardSums, board
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -320,10 +320,13 @@ class RankSets:
 
 
 def _pairwise_t(x: FloatArray, groups: ArrayLike | None, kind: Covariance,
-                sums: BoardSums | None) -> tuple[IntArray, IntArray, FloatArray, int]:
-    """Pairs a < b and t_ab = δ̂_ab / se_ab with se_ab² = σ̂²_ab · DE / n from the pair kernel."""
-    res = board(x, groups=None if kind == "iid" else groups,
-                group_kind="strata" if kind == "strata" else "cluster", sums=sums)
+                sums: BoardSums | None, figures: BoardResult | None = None
+                ) -> tuple[IntArray, IntArray, FloatArray, int]:
+    """Every pair (a, b) once and t_ab = δ̂_ab / se_ab with se_ab² = σ̂²_ab · DE / n from the
+    pair kernel: ``figures`` when given (its pairs in either orientation), else pairs a < b."""
+    res = figures if figures is not None else board(
+        x, groups=None if kind == "iid" else groups,
+        group_kind="strata" if kind == "strata" else "cluster", sums=sums)
     de = np.ones_like(res.n) if res.design_effect is None else res.design_effect
     se = np.sqrt(res.sigma_d2 * de / res.n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -619,6 +622,7 @@ def rank_sets(
     n_draws: int = 2000,
     small_sample: bool = True,
     sums: BoardSums | None = None,
+    figures: BoardResult | None = None,
 ) -> RankSets:
     """Rank confidence sets (csranks' max-|t| with stepdown) and tiers of a paired score matrix.
 
@@ -665,6 +669,10 @@ def rank_sets(
     sums : BoardSums, optional
         :func:`monitor.stats.board.board_sums` of ``scores`` and ``groups``, when the caller
         has it already (the report reads its family's pairs from the same matrices).
+    figures : BoardResult, optional
+        The kernel's figures of every pair once, in either orientation, computed with these
+        ``groups`` and ``covariance`` (the report's of the family of all pairs): its t are
+        read instead of computing the kernel again.
 
     Returns
     -------
@@ -689,7 +697,9 @@ def rank_sets(
     if sums is not None and (sums.x0.shape != x.shape
                              or (covariance != "iid" and sums.codes is None)):
         raise ValueError(f"`sums` must be board_sums of the {x.shape} scores and their groups")
-    a, b, t, n_groups = _pairwise_t(x, groups, covariance, sums)
+    if figures is not None and figures.a.size != m * (m - 1) // 2:
+        raise ValueError(f"`figures` must hold every pair of the {m} models once")
+    a, b, t, n_groups = _pairwise_t(x, groups, covariance, sums, figures)
     cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
     tmat = np.zeros((m, m))
     tmat[a, b] = t

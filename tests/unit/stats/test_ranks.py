@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from scipy.stats import norm, studentized_range
 
-from monitor.stats.board import board
+from monitor.stats.board import board, board_sums
 from monitor.stats.ranks import (
     Covariance,
+    RankSets,
     means_covariance,
     rank_sets,
     rank_sets_from_resolved,
@@ -459,3 +461,36 @@ def test_rank_sets_read_the_callers_board_sums() -> None:
     with pytest.raises(ValueError, match="sums"):
         rank_sets(x, groups=groups, covariance="cluster", rng=np.random.default_rng(1),
                   sums=board_sums(x))
+
+
+@pytest.mark.parametrize("kind", ["iid", "cluster", "strata"])
+@pytest.mark.parametrize("absent", [0.0, 0.1])
+def test_rank_sets_read_the_reports_figures_as_their_own(kind: str, absent: float) -> None:
+    """Given the kernel's figures of every pair in the report's orientation (A ranked above
+    B), the rank sets are those they compute themselves: the same t, bit for bit."""
+    rng = np.random.default_rng(7)
+    m = 9
+    x = (rng.random((3000, m)) < np.linspace(0.35, 0.75, m)).astype(float)
+    x[rng.random(x.shape) < absent] = np.nan
+    groups = None if kind == "iid" else np.char.add("g", rng.integers(0, 25, 3000).astype(str))
+    order = rng.permutation(m)
+    rank = np.empty(m, dtype=np.int64)
+    rank[order] = np.arange(m)
+    lo, hi = np.triu_indices(m, 1)
+    a, b = np.where(rank[lo] < rank[hi], lo, hi), np.where(rank[lo] < rank[hi], hi, lo)
+    sums = board_sums(x, groups=groups)
+    figures = board(x, pairs=(a, b), groups=groups, alpha=0.001, sums=sums,
+                    group_kind="strata" if kind == "strata" else "cluster")
+    cov = cast(Covariance, kind)
+
+    def sets(**more: Any) -> RankSets:
+        return rank_sets(x, groups=groups, covariance=cov, order=order,
+                         rng=np.random.default_rng(1), sums=sums, **more)
+
+    own, read = sets(), sets(figures=figures)
+    assert np.array_equal(own.t, read.t) and np.count_nonzero(own.t) == m * (m - 1)
+    for name in ("rank_low", "rank_high", "tier", "resolved"):
+        assert np.array_equal(getattr(own, name), getattr(read, name))
+    assert own.critical_values == read.critical_values and own.resolved.any()
+    with pytest.raises(ValueError, match="every pair"):
+        sets(figures=board(x, pairs=(a[:-1], b[:-1]), groups=groups, sums=sums))
