@@ -212,7 +212,7 @@ def _n_star_anytime_exact(
 # boundary u(V), a 1-D function once (construction, α, tuning) are fixed: it is tabulated once
 # per key on a log grid (log u against log V, a cubic spline, relative error ≲ 1e-10, tested
 # against the exact root) and the N equation is solved by safeguarded Newton on the spline. The
-# CS ends depend on (n, S, V) jointly and are still found by bisection on the exact e-process.
+# CS ends depend on (n, S, V) jointly and are found on the exact e-process (cs_bounded).
 
 _T_MAX = math.log(1e12)  # largest log V tabulated: N ≤ 1e12 and V/N = σ² + δ² ≤ 1
 _GRID_STEP = 0.025
