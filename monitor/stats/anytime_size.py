@@ -89,31 +89,36 @@ def _boundary_s(
     return np.where(reach, hi, np.inf)
 
 
-def _falsi(f: Callable[[Any], Any], lo: Any, hi: Any, f_lo: Any, f_hi: Any, *,
+def _falsi(f: Callable[[Any, Any], Any], lo: Any, hi: Any, f_lo: Any, f_hi: Any, *,
            steps: int) -> Any:
     """Elementwise Illinois method (regula falsi, an end kept twice in a row has its value
     halved) on brackets [lo, hi] with f(lo) < 0 ≤ f(hi): the upper end of each final bracket
     (f ≥ 0 there), within 1e-13 of the root relative to max(1, |t|), or after ``steps``
     evaluations. Brackets that do not hold a sign change are returned as ``hi``. Each element
-    on its own: a converged one keeps its bracket while the others iterate."""
-    lo, hi = lo.copy(), hi.copy()
-    done = ~((f_lo < 0) & (f_hi >= 0))
-    moved = np.zeros(lo.shape, dtype=np.int8)  # the end the last step replaced: +1 hi, −1 lo
+    on its own: ``f(t, at)`` is evaluated at the points ``t`` of the elements ``at`` (indices
+    into the arrays given) that have not converged yet, and a converged one keeps its
+    bracket while the others iterate."""
+    hi = hi.copy()
+    at = np.flatnonzero((f_lo < 0) & (f_hi >= 0))
+    lo, f_lo, f_hi, top = lo[at], f_lo[at], f_hi[at], hi[at]
+    moved = np.zeros(at.shape, dtype=np.int8)  # the end the last step replaced: +1 hi, −1 lo
     for _ in range(steps):
-        if done.all():
+        if not at.size:
             break
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            t = hi - f_hi * (hi - lo) / (f_hi - f_lo)
-        t = np.where(~np.isfinite(t) | (t <= lo) | (t >= hi), 0.5 * (lo + hi), t)
-        f_t = f(t)
-        up = (f_t >= 0) & ~done
-        down = ~(f_t >= 0) & ~done
+            t = top - f_hi * (top - lo) / (f_hi - f_lo)
+        t = np.where(~np.isfinite(t) | (t <= lo) | (t >= top), 0.5 * (lo + top), t)
+        f_t = f(t, at)
+        up = f_t >= 0
+        down = ~up
         f_lo = np.where(up & (moved == 1), 0.5 * f_lo, np.where(down, f_t, f_lo))
         f_hi = np.where(down & (moved == -1), 0.5 * f_hi, np.where(up, f_t, f_hi))
-        hi = np.where(up, t, hi)
+        top = np.where(up, t, top)
         lo = np.where(down, t, lo)
-        moved = np.where(up, 1, np.where(down, -1, moved)).astype(np.int8)
-        done |= hi - lo <= 1e-13 * np.maximum(1.0, np.abs(hi))
+        moved = np.where(up, 1, -1).astype(np.int8)
+        hi[at] = top
+        going = ~(top - lo <= 1e-13 * np.maximum(1.0, np.abs(top)))
+        at, lo, top, f_lo, f_hi, moved = (x[going] for x in (at, lo, top, f_lo, f_hi, moved))
     return hi
 
 
@@ -207,7 +212,7 @@ def _n_star_anytime_exact(
 # boundary u(V), a 1-D function once (construction, α, tuning) are fixed: it is tabulated once
 # per key on a log grid (log u against log V, a cubic spline, relative error ≲ 1e-10, tested
 # against the exact root) and the N equation is solved by safeguarded Newton on the spline. The
-# CS ends depend on (n, S, V) jointly and are still found by bisection on the exact e-process.
+# CS ends depend on (n, S, V) jointly and are found on the exact e-process (cs_bounded).
 
 _T_MAX = math.log(1e12)  # largest log V tabulated: N ≤ 1e12 and V/N = σ² + δ² ≤ 1
 _GRID_STEP = 0.025
@@ -290,14 +295,15 @@ class _BoundaryTable:
         self.step = float(t[1] - t[0])
         self.last = count - 1
         self.coef = _spline_coefficients(t, np.log(u))  # (pieces, 4): c3, c2, c1, c0
+        # One contiguous array per power: each read gathers from one, not a row of four.
+        self._c3, self._c2, self._c1, self._c0 = (np.ascontiguousarray(c) for c in self.coef.T)
 
     def log_u(self, t: Any) -> tuple[Any, Any]:
         """log u and d log u / dt at t (t clipped to the table)."""
         x = (np.clip(t, self.t_min, _T_MAX) - self.t_min) / self.step
         k = np.clip(x.astype(np.int64), 0, self.last)
         f = (x - k) * self.step
-        c = self.coef[k]
-        c3, c2, c1, c0 = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
+        c3, c2, c1, c0 = self._c3[k], self._c2[k], self._c1[k], self._c0[k]
         return ((c3 * f + c2) * f + c1) * f + c0, (3.0 * c3 * f + 2.0 * c2) * f + c1
 
 
@@ -389,7 +395,7 @@ def _n_star_flat(d_all: Any, s_all: Any, tab: _BoundaryTable, *, alpha: float, p
         big_b = zb * np.sqrt(s_all[todo] / m2)
         log_m2 = np.log(m2)
 
-        def g(t: Any) -> tuple[Any, Any]:
+        def g(t: Any, big_a: Any, big_b: Any) -> tuple[Any, Any]:
             # gap(N)/√V at V = e^t (N = V/m2): A e^{t/2} − B − u(V)/√V, −∞ below V_min.
             lu, dlu = tab.log_u(t)
             h = np.exp(lu - 0.5 * t)
@@ -403,8 +409,8 @@ def _n_star_flat(d_all: Any, s_all: Any, tab: _BoundaryTable, *, alpha: float, p
         # where the boundary is already met at the smallest N searched (N = 1, or V_min/m2
         # when V_min exceeds m2 and the boundary is first defined above it).
         t_end = t_hi.copy()
-        g_lo, _ = g(t_lo)
-        g_hi, _ = g(t_hi)
+        g_lo, _ = g(t_lo, big_a, big_b)
+        g_hi, _ = g(t_hi, big_a, big_b)
         first = (t_hi >= tab.t_min) & (g_lo >= 0)
         t_end[first] = t_lo[first]
         solve = (t_hi >= tab.t_min) & (g_lo < 0) & (g_hi >= 0)
@@ -414,37 +420,39 @@ def _n_star_flat(d_all: Any, s_all: Any, tab: _BoundaryTable, *, alpha: float, p
         lu_hi, _ = tab.log_u(hi)
         start = (b_s + np.exp(lu_hi - 0.5 * hi)) / a_s
         t = np.clip(2.0 * np.log(np.maximum(start, 1e-300)), lo, hi)
-        big_a, big_b = a_s, b_s
         # An element that has converged keeps its value while the others iterate: each pair's
         # N*_AV is the same whichever pairs it is computed beside (live = a restart = offline).
-        done = np.zeros(t.shape, dtype=bool)
+        # Only the elements still iterating are evaluated (``at``, indices into the solve).
+        at = np.arange(t.size)
+        t_at = t
         for _ in range(_NEWTON_STEPS):
-            val, der = g(t)
+            val, der = g(t_at, a_s, b_s)
             above = val >= 0
-            hi = np.where(above, t, hi)
-            lo = np.where(above, lo, t)
+            hi = np.where(above, t_at, hi)
+            lo = np.where(above, lo, t_at)
             with np.errstate(divide="ignore", invalid="ignore"):
-                nxt = t - val / der
+                nxt = t_at - val / der
             bad = ~np.isfinite(nxt) | (nxt <= lo) | (nxt >= hi)
             nxt = np.where(bad, 0.5 * (lo + hi), nxt)
-            converged = np.abs(nxt - t) <= 1e-13 * np.maximum(1.0, np.abs(t))
-            t = np.where(done, t, nxt)
-            done |= converged
-            if done.all():
+            going = ~(np.abs(nxt - t_at) <= 1e-13 * np.maximum(1.0, np.abs(t_at)))
+            t[at] = nxt
+            at, t_at, lo, hi, a_s, b_s = (x[going] for x in (at, nxt, lo, hi, a_s, b_s))
+            if not at.size:
                 break
         t_end[solve] = t
         sub = np.flatnonzero(solve)
-        exact[todo[sub[~done]]] = True
+        exact[todo[sub[at]]] = True
 
         # The first passage: crossing by N is at least as likely as being above the boundary
         # at N, so its solution lies in [t_lo, t_end]; regula falsi in log V on the table.
         ref = np.flatnonzero((t_hi >= tab.t_min) & ~first)
         d_r, s2_r, lm_r = d[ref], s_all[todo][ref], log_m2[ref]
 
-        def shortfall(t_: Any) -> Any:  # P(crossed by N) − (1 − β)
+        def shortfall(t_: Any, at: Any = slice(None)) -> Any:  # P(crossed by N) − (1 − β)
             lu, dlu = tab.log_u(t_)
             b = np.where(t_ >= tab.t_min, np.exp(lu), np.inf)
-            return _crossing_probability(np.exp(t_ - lm_r), d_r, s2_r, b, dlu) - power
+            return _crossing_probability(np.exp(t_ - lm_r[at]), d_r[at], s2_r[at], b,
+                                         dlu) - power
 
         lo_r, hi_r = t_lo[ref], t_end[ref]
         f_lo, f_hi = shortfall(lo_r), shortfall(hi_r)

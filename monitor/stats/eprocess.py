@@ -160,6 +160,11 @@ def _log_gamma_exp_side(s: Any, v: Any, rho: float) -> Any:
     e^{s+v} ∫_0^1 u^{v+ρ−1} e^{−u(s+v+ρ)} du / (γ(ρ, ρ)/ρ^ρ), and the inner integral is
     γ(A, x)/x^A with A = v + ρ, x = s + v + ρ.
     """
+    return _gamma_exp_parts(s, v, rho)[0]
+
+
+def _gamma_exp_parts(s: Any, v: Any, rho: float) -> tuple[Any, Any, Any, Any]:
+    """:func:`_log_gamma_exp_side` and the log of its inner integral, A and x."""
     big_a = v + rho
     x = s + v + rho
     log_norm = gammaln(rho) + math.log(float(gammainc(rho, rho))) - rho * math.log(rho)
@@ -181,7 +186,7 @@ def _log_gamma_exp_side(s: Any, v: Any, rho: float) -> Any:
         # keeps the process below a supermartingale, so validity is kept.
         floor = -np.maximum(x, 0.0) - np.log(big_a)
         inner = np.where(np.isfinite(inner), np.fmax(inner, floor), floor)
-    return s + v + inner - log_norm
+    return s + v + inner - log_norm, inner, big_a, x
 
 
 def log_e_bounded(
@@ -310,15 +315,21 @@ def cs_bounded(
 ) -> tuple[Any, Any]:
     """Time-uniform confidence sequence for δ: {δ : E_n(δ) < 1/α} from ``log_e_bounded``.
 
-    Each end is the crossing of log E_n(δ) = log(1/α) on its side of the point estimate S/n,
-    where E_n is at its smallest. An end is first sought between 0.8 and 1.3 times the normal
-    mixture's radius √((V′ + ρ)(2 log(1/α) + log((V′ + ρ)/ρ)))/n, V′ = V − S²/n, from the
-    estimate, by Chandrupatla's bracketing method (:func:`scipy.optimize.elementwise.
-    find_root`, to within ``CS_TOLERANCE``; about seven evaluations); the end of its final
-    bracket inside the sequence is reported. Ends that bracket does not hold (a few in a
-    thousand: small n, where E_n is not monotone near ±1) are bisected on their whole side,
-    to the float's last digit. Before any item the interval is [−1, 1]. ``alpha`` may be one
-    level per pair (broadcast with n, S and V).
+    Each end is a crossing of log E_n(δ) = log(1/α) on its side of the point estimate S/n,
+    where E_n is at its smallest: the end reported has ``log_e_bounded`` < log(1/α) and a
+    point at most ``CS_TOLERANCE`` beyond it has ``log_e_bounded`` ≥ log(1/α). An end is
+    first sought by Newton's method from 1.04 times the normal mixture's radius
+    √((V′ + ρ)(2 log(1/α) + log((V′ + ρ)/ρ)))/n, V′ = V − S²/n, from the estimate (about
+    three evaluations), and its last iterate is checked by a pair of points ``CS_TOLERANCE``
+    apart around it. Ends whose check does not hold after a few moves of that pair are
+    sought between 0.8 and 1.3 radii by Chandrupatla's bracketing method
+    (:func:`scipy.optimize.elementwise.find_root`, to within ``CS_TOLERANCE``), the end of
+    its final bracket inside the sequence reported; ends that bracket does not hold either (a
+    few in a thousand: small n, where E_n is not monotone near ±1) are bisected on their
+    whole side, to the float's last digit. The computed log E_n is flat to its rounding over
+    a few 1e-15 of δ around the crossing (up to ~1e-13 at V ≈ 1e4 near |δ| = 0.9), so the
+    crossing found is one of the sign changes in that band. Before any item the interval is
+    [−1, 1]. ``alpha`` may be one level per pair (broadcast with n, S and V).
 
     Examples
     --------
@@ -347,11 +358,44 @@ def cs_bounded(
     return low.reshape(nn.shape), high.reshape(nn.shape)
 
 
+def _side_at(n: Any, s: Any, v: Any, d: Any, sign: Any, rho: float
+             ) -> tuple[Any, Any]:
+    """One side of :func:`log_e_bounded` at δ = ``d`` (``sign`` +1: E₊, −1: E₋), with the
+    same arithmetic, and its slope in δ.
+
+    The slope is for the solver's steps only (no end is decided by it): of the inner
+    integral's derivatives, ∂/∂x = −E[u] is exact (from γ(A + 1, x) = Aγ(A, x) − x^A e^{−x})
+    and ∂/∂A = E[log u] is read to second order from E[u] and E[u²], the density
+    ∝ u^{A−1} e^{−xu} on (0, 1].
+    """
+    sc = s - n * d
+    vc = np.maximum(v - 2.0 * d * s + n * d * d, 0.0)
+    c = 1.0 + sign * d
+    log_side, inner, big_a, x = _gamma_exp_parts(sign * sc / c, vc / (c * c), rho)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        e = np.exp(-x - inner)
+        m1 = (big_a - e) / x
+        m2 = ((big_a + 1.0) * m1 - e) / x
+        e_log = np.log(m1) - (m2 - m1 * m1) / (2.0 * m1 * m1)
+        ds = (-sign * n * c - sc) / (c * c)
+        dv = 2.0 * (n * d - s) / (c * c) - 2.0 * sign * vc / (c * c * c)
+        slope = (1.0 - m1) * ds + (1.0 + e_log - m1) * dv
+    return log_side, slope
+
+
+#: The crossing lies at 1.03–1.15 normal-mixture radii from the estimate on 0/1 boards of
+#: 12,000 items; Newton starts here.
+_NEWTON_START = 1.04
+_NEWTON_STEPS = 12
+#: A Newton step this small leaves the next iterate within ~1e-17 of the crossing.
+_NEWTON_DONE = 1e-9
+#: Moves of the checked pair of points around the Newton end before Chandrupatla takes over.
+_CHECK_MOVES = 6
+
+
 def _cs_ends(n: Any, s: Any, v: Any, thr: Any, *, v_opt: float, alpha_opt: float
              ) -> tuple[Any, Any]:
     """:func:`cs_bounded` of flat arrays, thr = log(1/α)."""
-    from scipy.optimize.elementwise import find_root
-
     with np.errstate(divide="ignore", invalid="ignore"):
         center = np.where(n > 0, np.clip(s / np.where(n > 0, n, 1.0), -1.0, 1.0), 0.0)
     edge = 1.0 - 1e-9
@@ -359,16 +403,134 @@ def _cs_ends(n: Any, s: Any, v: Any, thr: Any, *, v_opt: float, alpha_opt: float
 
     # Both ends in one solve (each element on its own): the upper ends, then the lower ones.
     n2, s2, v2, thr2 = (np.concatenate([x, x]) for x in (n, s, v, thr))
-
-    def f(delta: Any, n: Any, s: Any, v: Any, thr: Any) -> Any:
-        return log_e_bounded(n, s, v, delta=delta, v_opt=v_opt, alpha_opt=alpha_opt) - thr
-
     inside = np.concatenate([center, center])
     side = np.concatenate([np.ones_like(center), -np.ones_like(center)])
     rho = mixture_rho(v_opt=v_opt, alpha_opt=alpha_opt)
     m = np.maximum(n2, 1.0)
     spread = np.maximum(v2 - s2 * s2 / m, 0.0) + rho
     radius = np.sqrt(spread * (2.0 * thr2 + np.log(spread / rho))) / m
+
+    out = np.empty_like(inside)
+    ok = np.abs(inside + side * 1.3 * radius) < edge
+    first = np.flatnonzero(ok)
+    ok[first] = False
+    if first.size:
+        end, held = _cs_newton(n2[first], s2[first], v2[first], thr2[first], side[first],
+                               inside[first], radius[first], edge, v_opt=v_opt,
+                               alpha_opt=alpha_opt)
+        out[first] = end
+        ok[first] = held
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        out[rest] = _cs_bracketed(n2[rest], s2[rest], v2[rest], thr2[rest], side[rest],
+                                  inside[rest], radius[rest], edge, v_opt=v_opt,
+                                  alpha_opt=alpha_opt)
+    return out[center.size:], out[:center.size]
+
+
+def _cs_newton(n: Any, s: Any, v: Any, thr: Any, side: Any, inside: Any, radius: Any,
+               edge: float, *, v_opt: float, alpha_opt: float) -> tuple[Any, Any]:
+    """Ends of :func:`cs_bounded` by Newton's method on log E_n(δ) − log(1/α) from
+    ``_NEWTON_START`` radii, then checked: (end, held), ``held`` where the reported end has
+    E_n < 1/α and a point at most ``CS_TOLERANCE`` beyond it has E_n ≥ 1/α.
+
+    On the outer side of the estimate the side that grows (E₋ above it, E₊ below) carries the
+    other: the other's log is ≤ 0 there, so it moves log E by at most 1/E. Newton reads it
+    only where that could move the step by more than a millionth of the last step.
+    """
+    rho = mixture_rho(v_opt=v_opt, alpha_opt=alpha_opt)
+    end = np.empty(n.size)
+    held = np.zeros(n.size, dtype=bool)
+    at = np.arange(n.size)
+    x = inside + side * _NEWTON_START * radius
+    last = radius.copy()  # the size of the last step (the radius before the first)
+    guess = np.empty(n.size)
+    converged = np.zeros(n.size, dtype=bool)
+    for _ in range(_NEWTON_STEPS):
+        if not at.size:
+            break
+        nn, ss, vv, sd = n[at], s[at], v[at], side[at]
+        log_grow, slope = _side_at(nn, ss, vv, x, -sd, rho)
+        with np.errstate(over="ignore", invalid="ignore"):
+            other = ~(np.exp(-log_grow) <= 1e-6 * np.abs(slope) * last) | (
+                sd * (ss - nn * x) > 0)
+        log_e = log_grow
+        if np.any(other):
+            k = np.flatnonzero(other)
+            log_o, slope_o = _side_at(nn[k], ss[k], vv[k], x[k], sd[k], rho)
+            both = np.logaddexp(log_grow[k], log_o)
+            with np.errstate(invalid="ignore"):
+                w = np.exp(log_o - both)
+            log_e = log_e.copy()
+            log_e[k] = both
+            slope = slope.copy()
+            slope[k] = (1.0 - w) * slope[k] + w * slope_o
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = -((log_e - _LOG2) - thr[at]) / slope
+        nxt = x + step
+        good = (np.isfinite(nxt) & (sd * slope > 0) & (sd * (nxt - inside[at]) > 0)
+                & (np.abs(nxt) < edge))
+        done = good & (np.abs(step) <= _NEWTON_DONE)
+        guess[at[done]] = nxt[done]
+        converged[at[done]] = True
+        going = good & ~done
+        at, x, last = at[going], nxt[going], np.abs(step[going])
+    todo = np.flatnonzero(converged)
+    if not todo.size:
+        return end, held
+    # The check, on log_e_bounded itself: E_n < 1/α at the end reported, E_n ≥ 1/α at most
+    # CS_TOLERANCE beyond it. The computed log E is not monotone within a few 1e-15 of the
+    # crossing (gammaln(A) and A log x of ~1e4 cancel in it), so a pair of points that does
+    # not hold is moved one width outwards or inwards, towards the sign change it did show.
+    nn, ss, vv, tt, sd = n[todo], s[todo], v[todo], thr[todo], side[todo]
+    width = 0.98 * CS_TOLERANCE
+    near, far = guess[todo] - sd * (0.5 * width), guess[todo] + sd * (0.5 * width)
+    within = np.zeros(todo.size, dtype=bool)  # E_n < 1/α at near, known
+    beyond = np.zeros(todo.size, dtype=bool)  # E_n ≥ 1/α at far, known
+    near_open = np.ones(todo.size, dtype=bool)  # near not evaluated yet
+    far_open = np.ones(todo.size, dtype=bool)
+    for _ in range(_CHECK_MOVES):
+        k = np.flatnonzero(far_open)
+        if k.size:
+            # Beyond, the growing side alone suffices where it reaches 2/α (log E =
+            # logaddexp(log E₊, log E₋) − log 2 is at least the growing side's − log 2).
+            log_grow, _ = _side_at(nn[k], ss[k], vv[k], far[k], -sd[k], rho)
+            reached = (log_grow - _LOG2) - tt[k] >= 0
+            j = k[~reached]
+            reached[~reached] = log_e_bounded(nn[j], ss[j], vv[j], delta=far[j], v_opt=v_opt,
+                                              alpha_opt=alpha_opt) - tt[j] >= 0
+            beyond[k] = reached
+        k = np.flatnonzero(near_open)
+        if k.size:
+            within[k] = log_e_bounded(nn[k], ss[k], vv[k], delta=near[k], v_opt=v_opt,
+                                      alpha_opt=alpha_opt) - tt[k] < 0
+        near_open[:] = False
+        far_open[:] = False
+        inwards = ~within  # near is beyond: it becomes far, a new near inside it
+        outwards = within & ~beyond  # far is within: it becomes near, a new far beyond it
+        far = np.where(inwards, near, far)
+        near = np.where(inwards, near - sd * width, near)
+        beyond |= inwards
+        near_open = inwards
+        near = np.where(outwards, far, near)
+        far = np.where(outwards, far + sd * width, far)
+        far_open = outwards
+        if not (inwards.any() or outwards.any()):
+            break
+    end[todo] = near
+    held[todo] = (within & beyond & ~near_open & ~far_open & (sd * (far - near) <= CS_TOLERANCE)
+                  & (np.abs(far) < edge))
+    return end, held
+
+
+def _cs_bracketed(n: Any, s: Any, v: Any, thr: Any, side: Any, inside: Any, radius: Any,
+                  edge: float, *, v_opt: float, alpha_opt: float) -> Any:
+    """Ends of :func:`cs_bounded` Newton did not settle: Chandrupatla's method between 0.8 and
+    1.3 radii, then bisection on the whole side."""
+    from scipy.optimize.elementwise import find_root
+
+    def f(delta: Any, n: Any, s: Any, v: Any, thr: Any) -> Any:
+        return log_e_bounded(n, s, v, delta=delta, v_opt=v_opt, alpha_opt=alpha_opt) - thr
 
     near, far = inside + side * 0.8 * radius, inside + side * 1.3 * radius
     out = np.empty_like(inside)
@@ -377,21 +539,23 @@ def _cs_ends(n: Any, s: Any, v: Any, thr: Any, *, v_opt: float, alpha_opt: float
     if first.size:
         lo_hi = np.sort(np.stack([near[first], far[first]]), axis=0)
         res = find_root(f, (lo_hi[0], lo_hi[1]),
-                        args=(n2[first], s2[first], v2[first], thr2[first]),
+                        args=(n[first], s[first], v[first], thr[first]),
                         tolerances={"xatol": CS_TOLERANCE, "xrtol": 0.0})
         up = side[first] > 0  # the end of the final bracket on the estimate's side
         out[first] = np.where(up, res.bracket[0], res.bracket[1])
         f_end = np.where(up, res.f_bracket[0], res.f_bracket[1])
-        ok[first] = (res.status == 0) & (f_end < 0)
+        # find_root also stops where |f| falls below its fatol, with a wider bracket.
+        narrow = res.bracket[1] - res.bracket[0] <= CS_TOLERANCE
+        ok[first] = (res.status == 0) & (f_end < 0) & narrow
     rest = np.flatnonzero(~ok)
     if rest.size:  # bisection on the whole side, [estimate, ±edge]; no crossing: ±1
-        args = (n2[rest], s2[rest], v2[rest], thr2[rest])
+        args = (n[rest], s[rest], v[rest], thr[rest])
         outside = side[rest] * edge
         ends, _ = _bisect(lambda x: f(x, *args) >= 0, inside[rest].copy(), outside.copy())
         ends = np.where(f(outside, *args) >= 0, ends, side[rest])
         # The estimate itself excluded can only happen for degenerate tiny n: the point.
         out[rest] = np.where(f(inside[rest], *args) < 0, ends, inside[rest])
-    return out[center.size:], out[:center.size]
+    return out
 
 
 def cs_mcnemar(
