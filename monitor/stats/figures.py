@@ -578,7 +578,9 @@ def pair_figures(
         r = float(cl.r)
         plus, minus = log_e_cluster_sides(cl.n_obs, cl.s / r, cl.v / (r * r))
         cl_log_e = np.asarray(np.logaddexp(plus, minus) - math.log(2.0), dtype=float)
-        cl_min = np.asarray([min_clusters(float(x)) for x in e_levels], dtype=float)
+        levels, at = np.unique(e_levels, return_inverse=True)  # a few shares of α
+        cl_min = np.asarray([min_clusters(float(x)) for x in levels.tolist()],
+                            dtype=float)[at.reshape(-1)].reshape(np.shape(e_levels))
     return PairFigures(
         n=n, s=s, v=v, mean_a=mean_a, mean_b=mean_b, delta=delta, sigma_d2=sigma2, rho=rho,
         binary=binary, n11=n11, n10=n10, n01=n01, n00=n00, n_star=n_star, q=q, mde=mde,
