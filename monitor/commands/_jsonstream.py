@@ -152,15 +152,24 @@ class _Values:
             x = np.asarray(column.values, dtype=np.int64 if kind == "int" else np.float64)
             if (x.view(np.int64) == x.view(np.int64)[0]).all():  # one bit pattern
                 return tokens(PairColumn(column.key, kind, x[:1]))[0]
-            if kind == "float":
-                self._floats.append((slot, np.asarray(x, dtype=np.float64)))
-            elif kind == "int":
-                self._wholes.append((slot, np.asarray(x, dtype=np.int64)))
-            else:
-                whole, odd = _wholes(np.asarray(x, dtype=np.float64))
-                self._wholes.append((slot, whole))
-                self._odd += [(slot, i, text) for i, text in odd]
             texts: list[str] = []
+            if kind == "float":
+                few = _few_floats(np.asarray(x, dtype=np.float64))
+                if few is None:
+                    self._floats.append((slot, np.asarray(x, dtype=np.float64)))
+                else:
+                    texts = few
+            else:
+                whole, odd = ((np.asarray(x, dtype=np.int64), []) if kind == "int"
+                              else _wholes(np.asarray(x, dtype=np.float64)))
+                if whole.min() >= 0 and whole.max() < len(_SMALL):
+                    # Counts of items, ranks: each text is one of a table's, shared.
+                    texts = list(map(_SMALL.__getitem__, whole.tolist()))
+                    for i, text in odd:
+                        texts[i] = text
+                else:
+                    self._wholes.append((slot, whole))
+                    self._odd += [(slot, i, text) for i, text in odd]
         else:
             texts = tokens(column, indent=indent)
             if texts.count(texts[0]) == len(texts):
@@ -264,6 +273,23 @@ def _wholes(x: NDArray[np.float64]) -> tuple[NDArray[np.int64], list[tuple[int, 
         v = float(x[i])
         odd.append((i, repr(int(v)) if math.isfinite(v) else json.dumps(wire_float(v))))
     return np.where(exact, x, 0.0).astype(np.int64), odd
+
+
+#: The text of every whole number below 2**15.
+_SMALL = tuple(map(str, range(1 << 15)))
+
+
+def _few_floats(x: NDArray[np.float64]) -> list[str] | None:
+    """The tokens of a column of floats that repeats few values (the models' means: a sample
+    shows it), each distinct bit pattern written once (a pattern, not a value, so that −0.0
+    stays −0.0); None for a column of many values."""
+    if x.size < 1024 or np.unique(x[:256].view(np.int64)).size > 128:
+        return None
+    bits, inverse = np.unique(x.view(np.int64), return_inverse=True)
+    if bits.size * 2 > x.size:
+        return None
+    distinct = _float_tokens(bits.view(np.float64).reshape(-1, 1))
+    return list(map(distinct.__getitem__, inverse.reshape(-1).tolist()))
 
 
 def _float_tokens(x: NDArray[np.float64]) -> list[str]:

@@ -360,13 +360,16 @@ class ResolutionReport:
         out = {"pairs": len(self.figures)}
         if self.anytime is None:
             return out
-        res = self.figures
-        names = np.asarray(self.models, dtype=object)
-        idx = np.arange(len(res), dtype=np.int64)
-        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
-        for v in self.anytime.verdicts(idx, names[res.a].tolist(), names[res.b].tolist()):
-            kind = v.split(":", 1)[0]
-            counts[kind] = counts.get(kind, 0) + 1
+        f = self.anytime.figures
+        ok = f.decidable()
+        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0,
+                  "undecidable": int(np.count_nonzero(~ok))}
+        # The verdicts of the decidable pairs by code, a verdict's kind the text before ":"
+        # of the verdict string (:meth:`AnytimeReplay.verdicts`).
+        codes, number = np.unique(f.verdict_code()[ok], return_counts=True)
+        for c, k in zip(codes.tolist(), number.tolist(), strict=True):
+            kind = verdict_text(c, "", "").split(":", 1)[0]
+            counts[kind] = counts.get(kind, 0) + k
         return out | counts
 
     def as_dict(self, *, pairs: Sequence[int] | NDArray[np.int64] | None = None

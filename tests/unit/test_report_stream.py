@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,15 @@ def test_the_reports_hold_every_kind_of_key() -> None:
     assert verdicts == {"resolved", "unresolved", "undecidable"}
     assert any(p.get("decided") is not None for d in docs for p in d["pairs"])
 
+
+def test_the_verdict_counts_are_the_pairs_verdicts() -> None:
+    for report in _reports():
+        doc = report.as_dict()
+        counts = {"pairs": len(doc["pairs"])}
+        if report.anytime is not None:
+            counts |= {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
+            counts |= Counter(p["verdict"].split(":")[0] for p in doc["pairs"])
+        assert doc["verdicts"] == counts
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 14])
 def test_streamed_json_equals_the_whole_document(chunk: int) -> None:
