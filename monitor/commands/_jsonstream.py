@@ -75,6 +75,7 @@ def render_objects(columns: Sequence[PairColumn], *, indent: int) -> str:
     slots = values.texts()
     masks = values.masks
     if len(masks) > 62:
+        # The keys an object has are the bits of one int64.
         raise ValueError(f"{len(masks)} keys that only some objects have: at most 62")
     # The text is one flat list joined once: per object the text around its values — a
     # template of its keys — with each value's token in its place, filled a slot at a time.
@@ -109,8 +110,11 @@ _Key = tuple[str, int, "int | str | list[_Key]"]
 
 class _Values:
     """The values of a run of objects, a slot of tokens per key whose values differ.
-    Numbers are written a table at a time (one orjson call and one split for all the floats
-    of the run, object by object, so that an object's tokens lie together for the join)."""
+
+    Tokens are made as few times as they can be, and near each other: the floats of a run
+    are written as one table (one orjson call and one split, object by object, so that an
+    object's tokens lie together for the join), as are its whole numbers; small whole
+    numbers, and floats of columns that repeat few values, are shared texts."""
 
     def __init__(self) -> None:
         self.masks: list[NDArray[np.bool_]] = []  # keys only some objects have
