@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stats.figures import PairFigures, e_of
+from monitor.stats.figures import PairFigures, e_values
 
 FloatArray = NDArray[np.float64]
 ColumnKind = Literal["float", "count", "int", "bool", "str", "null", "any", "object"]
@@ -135,19 +135,21 @@ def pair_columns(f: PairFigures, idx: NDArray[np.int64], ctx: PairContext) -> li
     if ctx.rank_a is not None and ctx.rank_b is not None:
         out += [PairColumn("rank_a", "int", ctx.rank_a), PairColumn("rank_b", "int", ctx.rank_b)]
     log_e_at = f.cluster_decided_log_e if f.design == "clusters" else f.decided_log_e
-    decided: list[dict[str, Any] | None] = []
-    for j, (k, at) in enumerate(zip(idx.tolist(), ctx.decided_at, strict=True)):
-        decided.append(None if at is None else {
-            "n": at, "final": True,
-            "ts": None if ctx.decided_ts is None else ctx.decided_ts[j],
-            "e_value": None if log_e_at is None else e_of(float(log_e_at[k]))})
+    decided: list[dict[str, Any] | None] = [None] * idx.size
+    taken = [j for j, at in enumerate(ctx.decided_at) if at is not None]
+    e_at = (None if log_e_at is None or not taken
+            else e_values(np.asarray(log_e_at)[idx[taken]]).tolist())
+    for i, j in enumerate(taken):
+        decided[j] = {"n": ctx.decided_at[j], "final": True,
+                      "ts": None if ctx.decided_ts is None else ctx.decided_ts[j],
+                      "e_value": None if e_at is None else e_at[i]}
     out += [PairColumn("verdict", "str", list(ctx.verdicts)),
             PairColumn("decided", "any", decided),
             PairColumn("design", "str", [f.design] * idx.size)]
     if ctx.undecidable is not None:
         present = np.array([u is not None for u in ctx.undecidable], dtype=bool)
         if present.any():
-            out.append(PairColumn("undecidable", "any", list(ctx.undecidable), present=present))
+            out.append(PairColumn("undecidable", "str", list(ctx.undecidable), present=present))
     if f.design == "clusters":
         out.append(_clusters(f, idx))
     log_e = f.log_e[idx]
@@ -157,7 +159,7 @@ def pair_columns(f: PairFigures, idx: NDArray[np.int64], ctx: PairContext) -> li
         PairColumn("n", "count", np.rint(f.n[idx])),
         col("mean_a", f.mean_a), col("mean_b", f.mean_b), col("delta", f.delta),
         col("sigma_d2", f.sigma_d2), col("rho", f.rho), col("s", f.s), col("v", f.v),
-        PairColumn("e_value", "float", np.array([e_of(x) for x in log_e.tolist()])),
+        PairColumn("e_value", "float", e_values(log_e)),
         PairColumn("log_e", "float", log_e),
         PairColumn("e_threshold", "float", 1.0 / f.e_alpha[idx]),
         col("cs_low", f.cs_low), col("cs_high", f.cs_high),
@@ -182,14 +184,16 @@ def _clusters(f: PairFigures, idx: NDArray[np.int64]) -> PairColumn:
     """Sampled clusters: each pair's ``clusters`` block."""
     assert f.cluster_obs is not None and f.cluster_log_e is not None
     assert f.cluster_min is not None and f.cluster_decided_obs is not None
-    at = f.cluster_decided_obs[idx].tolist()
+    at = np.asarray(f.cluster_decided_obs[idx], dtype=np.float64)
+    decided_at: list[int | None] = [None] * idx.size
+    for j in np.flatnonzero(at).tolist():
+        decided_at[j] = round(float(at[j]))
     return PairColumn("clusters", "object", [
         PairColumn("observations", "count", np.rint(f.cluster_obs[idx])),
         PairColumn("seen", "int", np.full(idx.size, f.clusters_seen)),
         PairColumn("needed", "count", np.asarray(f.cluster_min[idx], dtype=np.float64)),
-        PairColumn("e_value", "float",
-                   np.array([e_of(v) for v in f.cluster_log_e[idx].tolist()])),
-        PairColumn("decided_at_observation", "any", [round(v) if v else None for v in at]),
+        PairColumn("e_value", "float", e_values(f.cluster_log_e[idx])),
+        PairColumn("decided_at_observation", "any", decided_at),
     ])
 
 

@@ -176,7 +176,9 @@ class AnytimeReplay:
         gives them (:class:`monitor.core.table.PairView`)."""
         code = self.figures.verdict_code()[idx].tolist()
         ok = self.figures.decidable()[idx].tolist()
-        return [verdict_text(c, a, b) if d else "undecidable"
+        # Only a resolved verdict names a model: the others are a few strings, made once.
+        shared = {c: verdict_text(c, "", "") for c in (0, 2)}
+        return [(shared.get(c) or verdict_text(c, a, b)) if d else "undecidable"
                 for c, d, a, b in zip(code, ok, model_a, model_b, strict=True)]
 
     def context(self, idx: NDArray[np.int64], model_a: Sequence[str],
@@ -185,18 +187,27 @@ class AnytimeReplay:
         each was decided (and when, live), and why a pair allows no decision."""
         verdicts = self.verdicts(idx, model_a, model_b)
         f = self.figures
-        # Why a pair allows no decision: undecidable_reason of its record, from the arrays.
+        # Why a pair allows no decision: undecidable_reason of its record, from the arrays; a
+        # text per distinct (share, clusters needed), which are few.
         undecidable: list[str | None] = [None] * idx.size
         if f.cluster_min is not None:
-            for i, k in enumerate(idx.tolist()):
-                if verdicts[i] == "undecidable":
-                    undecidable[i] = undecidable_text(f.clusters_seen, float(f.e_alpha[k]),
-                                                      round(float(f.cluster_min[k])))
+            at = np.flatnonzero(~f.decidable()[idx])
+            if at.size:
+                shares, share = np.unique(f.e_alpha[idx[at]], return_inverse=True)
+                needs, need = np.unique(f.cluster_min[idx[at]], return_inverse=True)
+                pairs, which = np.unique(share * needs.size + need, return_inverse=True)
+                texts = [undecidable_text(f.clusters_seen, float(shares[k // needs.size]),
+                                          round(float(needs[k % needs.size])))
+                         for k in pairs.tolist()]
+                reasons = np.full(idx.size, None, dtype=object)
+                reasons[at] = np.array(texts, dtype=object)[which.reshape(-1)]
+                undecidable = reasons.tolist()
+        ks = idx.tolist()
         return PairContext(
             model_a=model_a, model_b=model_b, verdicts=verdicts,
-            decided_at=[self.first_resolved_at[k] for k in idx.tolist()],
+            decided_at=list(map(self.first_resolved_at.__getitem__, ks)),
             decided_ts=(None if self.decided_ts is None
-                        else [self.decided_ts[k] for k in idx.tolist()]),
+                        else list(map(self.decided_ts.__getitem__, ks))),
             undecidable=undecidable, **more)
 
     def summary(self, binary: bool) -> dict[str, Any]:
@@ -349,13 +360,16 @@ class ResolutionReport:
         out = {"pairs": len(self.figures)}
         if self.anytime is None:
             return out
-        res = self.figures
-        names = np.asarray(self.models, dtype=object)
-        idx = np.arange(len(res), dtype=np.int64)
-        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
-        for v in self.anytime.verdicts(idx, names[res.a].tolist(), names[res.b].tolist()):
-            kind = v.split(":", 1)[0]
-            counts[kind] = counts.get(kind, 0) + 1
+        f = self.anytime.figures
+        ok = f.decidable()
+        counts = {"resolved": 0, "equivalent": 0, "unresolved": 0,
+                  "undecidable": int(np.count_nonzero(~ok))}
+        # The verdicts of the decidable pairs by code, a verdict's kind the text before ":"
+        # of the verdict string (:meth:`AnytimeReplay.verdicts`).
+        codes, number = np.unique(f.verdict_code()[ok], return_counts=True)
+        for c, k in zip(codes.tolist(), number.tolist(), strict=True):
+            kind = verdict_text(c, "", "").split(":", 1)[0]
+            counts[kind] = counts.get(kind, 0) + k
         return out | counts
 
     def as_dict(self, *, pairs: Sequence[int] | NDArray[np.int64] | None = None

@@ -70,6 +70,23 @@ def e_of(log_e: float) -> float:
     return math.exp(log_e) if log_e < 709.0 else math.inf
 
 
+def e_values(log_e: ArrayLike) -> FloatArray:
+    """:func:`e_of` of every entry, each by ``math.exp`` itself (numpy's exp may differ in
+    the last bit, and a report's e-values are written as the scalars are).
+
+    Examples
+    --------
+    >>> e_values([0.0, 800.0]).tolist()
+    [1.0, inf]
+    """
+    x = _arr(log_e)
+    big = ~(x < 709.0)
+    out = np.fromiter(map(math.exp, np.where(big, 0.0, x).tolist()), dtype=np.float64,
+                      count=x.size)
+    out[big] = math.inf
+    return out
+
+
 def _arr(x: ArrayLike) -> FloatArray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,15 @@ def test_the_reports_hold_every_kind_of_key() -> None:
     assert any(p.get("decided") is not None for d in docs for p in d["pairs"])
 
 
+def test_the_verdict_counts_are_the_pairs_verdicts() -> None:
+    for report in _reports():
+        doc = report.as_dict()
+        counts = {"pairs": len(doc["pairs"])}
+        if report.anytime is not None:
+            counts |= {"resolved": 0, "equivalent": 0, "unresolved": 0, "undecidable": 0}
+            counts |= Counter(p["verdict"].split(":")[0] for p in doc["pairs"])
+        assert doc["verdicts"] == counts
+
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 14])
 def test_streamed_json_equals_the_whole_document(chunk: int) -> None:
     for report in _reports():
@@ -118,6 +128,58 @@ def test_a_column_of_floats_is_written_as_json_writes_each() -> None:
         whole = json.dumps({"pairs": [{"v": jsonable(v)} for v in column.tolist()]}, indent=2,
                            allow_nan=False)
         assert '{\n  "pairs": [\n' + text + "\n  ]\n}" == whole
+
+
+def _every_kind(n: int, seed: int) -> list[PairColumn]:
+    """A run of ``n`` objects with every kind of key: several float columns side by side with
+    non-finite, huge and 1e-9 … 1e-4 values at random places, whole numbers beyond int64,
+    columns that are the same in every object, keys only some objects have (a nested object
+    among them, with keys of its own only some have), a key no object has, non-ASCII keys
+    and strings, and plain values of every type."""
+    rng = np.random.default_rng(seed)
+
+    def floats() -> np.ndarray:
+        x = rng.normal(0.0, 1.0, n) * 10.0 ** rng.integers(-12, 20, n)
+        x[rng.random(n) < 0.2] = rng.choice([math.nan, math.inf, -math.inf, -0.0, 5e-324,
+                                             1e-5, 3e-7, 1e-4, 9e-10], size=1)[0]
+        return x
+
+    def mask(p: float) -> np.ndarray:
+        return rng.random(n) < p
+
+    words = ["a", "é\"\n", "γ = 0.0025", "%s {}", "\x00"]
+    nested = [
+        PairColumn("f", "float", floats()),
+        PairColumn("same", "float", np.full(n, 0.1)),
+        PairColumn("c", "count", np.where(mask(0.1), math.inf, rng.integers(0, 9, n) * 1e19)),
+        PairColumn("some", "int", rng.integers(-5, 5, n), mask(0.5)),
+        PairColumn("never", "bool", np.ones(n, dtype=bool), np.zeros(n, dtype=bool)),
+    ]
+    return [
+        PairColumn("name", "str", [words[i] for i in rng.integers(0, len(words), n)]),
+        PairColumn("one name", "str", ["ü"] * n),
+        PairColumn("x1", "float", floats()),
+        PairColumn("x2", "float", floats(), mask(0.7)),
+        PairColumn("x3", "float", floats()),
+        PairColumn("k", "count", rng.integers(0, 10**6, n).astype(np.float64)),
+        PairColumn("k2", "count", np.where(mask(0.3), -math.inf, 7.0), mask(0.6)),
+        PairColumn("rank", "int", rng.integers(-2**62, 2**62, n)),
+        PairColumn("ok", "bool", mask(0.5)),
+        PairColumn("nothing", "null", [None] * n),
+        PairColumn("any", "any", [[None, 3, "é", 2.5e-6, {"x": [math.inf]}, True][i]
+                                  for i in rng.integers(0, 6, n)]),
+        PairColumn("ñested", "object", nested, mask(0.8)),
+        PairColumn("last", "float", floats(), mask(0.2)),
+    ]
+
+
+@pytest.mark.parametrize("n", [1, 7, 3000])
+def test_a_run_with_every_kind_of_key_is_written_as_json_writes_it(n: int) -> None:
+    for seed in range(3):
+        columns = _every_kind(n, seed)
+        whole = json.dumps(jsonable({"pairs": pair_objects(columns)}), indent=2,
+                           allow_nan=False)
+        assert '{\n  "pairs": [\n' + render_objects(columns, indent=4) + "\n  ]\n}" == whole
 
 
 def _csv(path: Path, report_table: ScoreTable) -> Path:
