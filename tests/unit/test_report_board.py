@@ -195,3 +195,27 @@ def test_shared_board_sums_equal_a_board_of_its_own() -> None:
                           board(x, pairs=(a, b), groups=groups, sums=sums))
         # without the groups: the same matrices, no design effect
         _assert_identical(board(x, pairs=(a, b)), board(x, pairs=(a, b), sums=sums))
+
+
+def test_the_p_values_are_scipy_stats_own_without_importing_it() -> None:
+    """The exact McNemar p-value from the regularised incomplete beta equals scipy.stats'
+    binomial tail to 1e-13 relative, and the paired t's equals t.sf bit for bit, over counts
+    from 0 to 40,000 (no discordant item: p = 1)."""
+    from scipy.stats import binom
+    from scipy.stats import t as student_t
+
+    from monitor.stats.figures import _mcnemar_exact_p, _paired_t_p
+
+    rng = np.random.default_rng(3)
+    k10 = np.r_[0.0, 0.0, 1.0, 5.0, rng.integers(0, 20_000, 50_000).astype(float)]
+    k01 = np.r_[0.0, 3.0, 1.0, 5.0, rng.integers(0, 20_000, 50_000).astype(float)]
+    ref = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(k10, k01), k10 + k01, 0.5))
+    ours = _mcnemar_exact_p(k10, k01)
+    assert ours[0] == 1.0 and ours[3] == 1.0
+    np.testing.assert_allclose(ours, ref, rtol=1e-13, atol=0.0)
+    n = rng.integers(2, 5000, 50_000).astype(float)
+    delta = rng.normal(0.0, 0.05, n.size)
+    sigma2 = rng.uniform(0.01, 0.5, n.size)
+    se = np.sqrt(sigma2 / (n - 1.0))
+    expect = 2.0 * student_t.sf(np.abs(delta) / se, n - 1.0)
+    assert np.array_equal(_paired_t_p(delta, sigma2, n), expect)
