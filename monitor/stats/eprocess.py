@@ -518,8 +518,10 @@ def _cs_newton(n: Any, s: Any, v: Any, thr: Any, side: Any, inside: Any, radius:
         if not (inwards.any() or outwards.any()):
             break
     end[todo] = near
+    # (and the end on its own side of the estimate: moved inwards, a pair started within one
+    # width of it could cross it)
     held[todo] = (within & beyond & ~near_open & ~far_open & (sd * (far - near) <= CS_TOLERANCE)
-                  & (np.abs(far) < edge))
+                  & (np.abs(far) < edge) & (sd * (near - inside[todo]) >= 0))
     return end, held
 
 

@@ -243,7 +243,9 @@ class PairFigures:
     figures were computed without ``intervals``: they need root finding). With paths,
     ``n_star_anytime`` is sized for the decision of :mod:`monitor.stats.sequential` (one side
     reaching 2/e_alpha), without them for E ≥ 1/e_alpha.
-    ``n11 … n00`` are valid where ``binary``.
+    ``n11 … n00`` are valid where ``binary``. ``decided``, ``equivalent``, ``decided_n`` and
+    ``decided_log_e`` are the item-level decision: None without paths and under sampled
+    clusters, whose decision (``cluster_*``) is the verdict.
     """
 
     n: FloatArray
@@ -585,6 +587,7 @@ def pair_figures(
                     construction=construction, rule=rule))
         q_av = _ratio(n, n_av)
 
+    item_level = None if sums.design == "clusters" else paths
     g = sums.groups
     cl = sums.clusters
     cl_log_e = cl_min = None
@@ -601,10 +604,13 @@ def pair_figures(
         design_effect=de, q_grouped=q_grouped, group_kind=None if g is None else g.kind,
         n_groups=0 if g is None else g.n_groups, p_value=p_value, log_e=log_e,
         cs_low=cs_low, cs_high=cs_high, n_star_anytime=n_av, q_anytime=q_av,
-        decided=None if paths is None else paths.decided,
-        equivalent=None if paths is None else paths.equivalent,
-        decided_n=None if paths is None else paths.decided_n,
-        decided_log_e=None if paths is None else paths.decided_log_e,
+        # The item-level decision is the verdict except under sampled clusters, where it is
+        # neither the verdict nor kept (the replay does not take it): none there, live and
+        # offline alike.
+        decided=None if item_level is None else item_level.decided,
+        equivalent=None if item_level is None else item_level.equivalent,
+        decided_n=None if item_level is None else item_level.decided_n,
+        decided_log_e=None if item_level is None else item_level.decided_log_e,
         # The clusters holding each pair's paired items (sampled clusters' design effect).
         n_clusters=(None if g is None or g.kind != "cluster" or g.n_groups == 0
                     else g.count),

@@ -697,8 +697,15 @@ def rank_sets(
     if sums is not None and (sums.x0.shape != x.shape
                              or (covariance != "iid" and sums.codes is None)):
         raise ValueError(f"`sums` must be board_sums of the {x.shape} scores and their groups")
-    if figures is not None and figures.a.size != m * (m - 1) // 2:
-        raise ValueError(f"`figures` must hold every pair of the {m} models once")
+    if figures is not None:
+        lo, hi = np.minimum(figures.a, figures.b), np.maximum(figures.a, figures.b)
+        if (figures.a.size != m * (m - 1) // 2 or np.any(lo == hi)
+                or np.unique(lo * m + hi).size != lo.size):
+            raise ValueError(f"`figures` must hold every pair of the {m} models once")
+        kind = None if covariance == "iid" else ("strata" if covariance == "strata" else "cluster")
+        if figures.group_kind != kind:
+            raise ValueError(f"`figures` must be computed with the {covariance} covariance's "
+                             f"groups, got groups of kind {figures.group_kind}")
     a, b, t, n_groups = _pairwise_t(x, groups, covariance, sums, figures)
     cov, n_complete = means_covariance(x, groups=groups, kind=covariance)
     tmat = np.zeros((m, m))

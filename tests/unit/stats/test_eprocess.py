@@ -179,6 +179,21 @@ def test_confidence_sequence_ends_against_bisection() -> None:
     assert np.all(ep.log_e_bounded(n[inner_hi], s[inner_hi], v[inner_hi], delta=hi[inner_hi])
                   < thr[inner_hi])
     assert np.all(lo <= s / n) and np.all(s / n <= hi)
+    # The documented guarantee: within CS_TOLERANCE beyond each inner end E_n ≥ 1/α somewhere
+    # (the computed log E is not monotone within a few 1e-15 of a crossing: 400 points).
+    # Within 1e-6 of ±1 log E itself is rounding noise at small n (the ends there come from
+    # bisection on those values): not checked.
+    for end, inner, side in ((lo, inner_lo, -1.0), (hi, inner_hi, 1.0)):
+        k = np.flatnonzero(inner & (np.abs(end) < 1.0 - 1e-6))
+        steps = np.linspace(0.0025, 1.0, 400) * ep.CS_TOLERANCE
+        reached = np.zeros(k.size, dtype=bool)
+        for step in steps:
+            reached |= ep.log_e_bounded(n[k], s[k], v[k], delta=end[k] + side * step) >= thr[k]
+        assert reached.all(), (n[k][~reached][:3], s[k][~reached][:3], v[k][~reached][:3])
+    # An end started within one width of the estimate stays on its side of it.
+    big = 2.0**53
+    e_lo, e_hi = ep.cs_bounded(big, big / 2, big / 4 * (1 - 1e-15), alpha=0.05)
+    assert e_lo <= 0.5 <= e_hi
     # The computed log E is flat to its rounding over up to a few 1e-14 of δ around some of
     # these crossings (n = 30, S = n: 4e-14), so the two may find different sign changes;
     # an end off its crossing fails (Chandrupatla alone left one here 6e-9 inside).

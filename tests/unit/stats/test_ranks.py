@@ -494,3 +494,12 @@ def test_rank_sets_read_the_reports_figures_as_their_own(kind: str, absent: floa
     assert own.critical_values == read.critical_values and own.resolved.any()
     with pytest.raises(ValueError, match="every pair"):
         sets(figures=board(x, pairs=(a[:-1], b[:-1]), groups=groups, sums=sums))
+    twice = np.r_[a[:-1], a[0]], np.r_[b[:-1], b[0]]  # one pair twice, another missing
+    with pytest.raises(ValueError, match="every pair"):
+        sets(figures=board(x, pairs=twice, groups=groups, sums=sums))
+    # figures of another design: grouped ones for iid, ungrouped ones for the others
+    other = (board(x, pairs=(a, b), group_kind="strata",
+                   groups=np.char.add("g", rng.integers(0, 25, 3000).astype(str)))
+             if kind == "iid" else board(x, pairs=(a, b)))
+    with pytest.raises(ValueError, match="covariance"):
+        sets(figures=other)
