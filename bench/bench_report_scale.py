@@ -16,7 +16,10 @@ Board: the seeded synthetic correlated 0/1 board of ``bench.bench_report`` at 1,
 Targets (issue 10): ≤ 10 s and ≤ 1 GB peak RSS for 1,000 models. BLAS threads are left as the
 CLI runs them.
 
-Run: ``.venv/bin/python -m bench.bench_report_scale``
+``--stages`` also times the report's stages (reading, the fixed-N report and rank sets, the
+decisions and anytime figures, the JSON) in one process: where the time goes, not a target.
+
+Run: ``.venv/bin/python -m bench.bench_report_scale [--stages]``
 """
 
 from __future__ import annotations
@@ -96,11 +99,43 @@ def cli(root: Path | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "monitor.cli"], env
 
 
+STAGES = """
+import os, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from monitor.commands._jsonstream import write_report
+from monitor.io.sources import read_scores
+from monitor.offline.replay import with_anytime
+from monitor.offline.report import build_report
+marks = [("importing the CLI's modules", time.perf_counter() - t0)]
+
+def stage(label, fn):
+    t = time.perf_counter()
+    out = fn()
+    marks.append((label, time.perf_counter() - t))
+    return out
+
+table = stage("reading the table", lambda: read_scores(Path(sys.argv[1]), cluster_col="subject"))
+report = stage("the fixed-N report and rank sets", lambda: build_report(
+    table, family="all", rank_method="simultaneous", rank_seed=20240601,
+    selection={"complete_only": False, "top": None}))
+report = stage("the decisions and the pairs' anytime figures", lambda: with_anytime(report, table))
+with open(os.devnull, "w") as out:
+    stage("writing the JSON", lambda: write_report(out, report))
+for label, dt in marks:
+    print(f"  {label:<46} {dt:6.2f} s")
+print(f"  {'in all':<46} {time.perf_counter() - t0:6.2f} s")
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=1000)
     parser.add_argument("--human-models", type=int, default=300)
     parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--stages", action="store_true",
+                        help="also time the report's stages in one process (the same calls "
+                             "as the CLI, the JSON to /dev/null)")
     parser.add_argument("--baseline-ref", default=None,
                         help="also run the CLI of this git ref (e.g. a commit before the change)")
     args = parser.parse_args(argv)
@@ -161,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             if root is not None:
                 same = "the same JSON bytes as" if digests[-1] == digests[0] else "JSON differs from"
                 print(f"{label}: {same} ours")
+        if args.stages:
+            _, env = cli(None)
+            print(f"stages of ours, {args.models} models (one process, not the figure above):")
+            stages = subprocess.run([sys.executable, "-c", STAGES, str(big)], env=env,
+                                    cwd=tmpdir, check=True, capture_output=True, text=True)
+            print(stages.stdout, end="")
     return 0
 
 
