@@ -284,6 +284,48 @@ def _product(a: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
     return out
 
 
+def _csr(major: IntArray, minor: IntArray, size: int) -> tuple[NDArray[Any], NDArray[Any]]:
+    """(indptr, indices) of the CSR matrix with an entry at (major[i], minor[i]) for each i
+    (of ``size`` rows; a row's entries in the order given)."""
+    indptr = np.zeros(size + 1, dtype=np.int32)
+    np.cumsum(np.bincount(major, minlength=size), out=indptr[1:])
+    return indptr, minor[np.argsort(major, kind="stable")].astype(np.int32)
+
+
+def _add_rows_product(target: NDArray[Any], row0: int, a: tuple[NDArray[Any], NDArray[Any]],
+                      b: NDArray[Any]) -> None:
+    """target[row0 : row0 + rows of a] += A @ b, A a 0/1 CSR matrix (indptr, indices) and b as
+    wide as ``target``, in place: scipy's CSR × dense kernel (``csr_matvecs``) accumulates into
+    its output, which here is the target's rows themselves — no (rows × models) product is
+    made and then added. Where that kernel is not importable, the product and an add."""
+    indptr, indices = a
+    rows = indptr.size - 1
+    if indices.size == 0:
+        return
+    out = target[row0:row0 + rows]
+    data = np.ones(indices.size, dtype=target.dtype)
+    kernel = _csr_matvecs()
+    if kernel is None:
+        from scipy import sparse
+
+        out += sparse.csr_array((data, indices, indptr), shape=(rows, b.shape[0])) @ b
+        return
+    # 2-D operands: the kernel reads and writes through them (copying back an operand that is
+    # not contiguous or not of its type), so no reshaped copy can take the sums
+    kernel(rows, b.shape[0], b.shape[1], indptr, indices, data, b, out)
+
+
+@functools.cache
+def _csr_matvecs() -> Callable[..., None] | None:
+    """scipy's CSR × dense kernel that adds into its output (not public API: None if absent)."""
+    try:
+        from scipy.sparse import _sparsetools
+    except ImportError:  # pragma: no cover - a scipy without it
+        return None
+    kernel: Callable[..., None] | None = getattr(_sparsetools, "csr_matvecs", None)
+    return kernel
+
+
 def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
     """The index of the block ``rows`` × ``cols`` of a matrix."""
     if isinstance(rows, slice) or isinstance(cols, slice):
@@ -559,6 +601,9 @@ class BenchmarkState:
                      ) -> None:
         """:meth:`fold_new` by sparse products: the batch's cells (t columns × r rows, n of
         them) against the present scores of their rows, O(n × k) arithmetic."""
+        if self.binary:
+            self._fold_sparse_binary(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
+            return
         k = self.k
         from scipy import sparse
 
@@ -612,6 +657,60 @@ class BenchmarkState:
             row_sx2 = np.asarray(dx2 @ right[:, :k], dtype=np.float64)
             self.sx2.own_into(row_sx2, dx2 @ dmt, uniq_c)
             self.sx2.add(uniq_c, row_sx2, prod[:t, 2 * k:])
+        self.X[rows, cols] = scores
+
+    def _fold_sparse_binary(self, rows: IntArray, cols: IntArray, scores: FloatArray,
+                            uniq_r: IntArray, r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
+                            ) -> None:
+        """:meth:`_fold_sparse` of 0/1 scores: each new cell's products with the present scores
+        of its item added straight into its model's rows of the integer sums
+        (:func:`_add_rows_product`), with no (columns × models) product between; then the
+        batch's own pairs, entry by entry (or by a dense product of its block, when many of its
+        cells share items)."""
+        cap = self.cap
+        c0 = int(uniq_c[0])
+        span = int(uniq_c[-1]) + 1 - c0
+        before = self.X[uniq_r]  # every column: absent (NaN) beyond the models present
+        m = np.empty(before.shape, dtype=self.n.dtype)
+        x = np.empty(before.shape, dtype=self.n.dtype)
+        np.greater_equal(before, 0.0, out=m)  # present (NaN compares False)
+        np.greater(before, 0.5, out=x)  # 1 (the scores are 0 or 1)
+        local = cols - c0
+        ones = scores == 1.0
+        dm = _csr(local, r_inv, span)
+        dx = _csr(local[ones], r_inv[ones], span)
+        _add_rows_product(self.n.rows, c0, dm, m)  # Δmᵀ m
+        _add_rows_product(self.sx.rows, c0, dx, m)  # Δxᵀ m
+        assert self.sx.cols is not None
+        _add_rows_product(self.sx.cols, c0, dm, x)  # Δmᵀ x: the column part, transposed
+        _add_rows_product(self.p.rows, c0, dx, x)  # Δxᵀ x
+        # The batch's own pairs (Δfᵀ Δ: its cells against each other on shared items).
+        t = uniq_c.size
+        per_row = np.bincount(r_inv)
+        if dense_own_cheaper(t, uniq_r.size, int(per_row @ per_row)):
+            block = np.zeros((2 * t, uniq_r.size), dtype=np.float32)
+            block[c_inv, r_inv] = 1.0
+            block[t + c_inv, r_inv] = scores
+            with single_thread_blas():
+                own = _product(block, block[:t].T)  # [Δm; Δx] against Δm
+                own_p = _product(block[t:], block[t:].T)
+            for pair_sum, part in ((self.n, own[:t]), (self.sx, own[t:]), (self.p, own_p)):
+                pair_sum.add_own(uniq_c, part)
+        else:
+            # every (cell i, cell j) on one item: i's model's row, j's column
+            order = np.argsort(r_inv, kind="stable")
+            size = per_row[r_inv[order]]
+            start = (np.cumsum(per_row) - per_row)[r_inv[order]]
+            i = np.repeat(order, size)
+            j = order[np.repeat(start, size) + np.arange(i.size)
+                      - np.repeat(np.cumsum(size) - size, size)]
+            ci, cj = cols[i], cols[j]
+            xi, xj = ones[i], ones[j]
+            upper = ci <= cj  # once, in the lower column's row, for the symmetric sums
+            flat = ci * cap + cj
+            np.add.at(self.n.rows.reshape(-1), flat[upper], 1)
+            np.add.at(self.sx.rows.reshape(-1), flat[xi], 1)
+            np.add.at(self.p.rows.reshape(-1), flat[upper & xi & xj], 1)
         self.X[rows, cols] = scores
 
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,

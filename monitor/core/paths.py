@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from monitor.core.board import BenchmarkState
 from monitor.stats.cluster_sequential import advance_clusters
+from monitor.stats.groups import first_in_run, run_sizes, run_starts, with_zero
 from monitor.stats.sequential import (
     MCNEMAR,
     UNSET,
@@ -94,10 +95,10 @@ def runs(cols: IntArray, size: int = RUN) -> list[slice]:
         rest = cols[edges[-1]:]
         order = np.argsort(rest, kind="stable")
         sc = rest[order]
-        first = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1]
+        first = run_starts(sc)
         # each position's rank among its column's results of the rest: the first over
         # ``size`` ends the run
-        rank = np.arange(rest.size) - np.repeat(first, np.diff(np.r_[first, rest.size]))
+        rank = np.arange(rest.size) - np.repeat(first, run_sizes(first, rest.size))
         over = order[rank >= size]
         edges.append(edges[-1] + (int(over.min()) if over.size else rest.size))
     return [slice(a, b) for a, b in pairwise(edges)]
@@ -267,8 +268,8 @@ def _cluster_pass(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: Fl
     # The pair's n at each of its new items: its n after the run, less the items after this one.
     order = np.argsort(pair, kind="stable")
     ps = pair[order]
-    first = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
-    sizes = np.diff(np.r_[first, ps.size])
+    first = run_starts(ps)
+    sizes = run_sizes(first, ps.size)
     rank = np.empty(ps.size, dtype=np.int64)
     rank[order] = np.arange(ps.size) - np.repeat(first, sizes)
     count = np.empty(ps.size, dtype=np.int64)
@@ -306,14 +307,14 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     key_order = np.argsort(cell_key)
     keys = cell_key[key_order]
     # Each followed pair under each of its ends that has results in the run.
-    ends = np.r_[lo, hi]
-    others = np.r_[hi, lo]
-    pair_of = np.r_[np.arange(flat.size), np.arange(flat.size)]
+    ends = np.concatenate((lo, hi))
+    others = np.concatenate((hi, lo))
+    pair_of = np.tile(np.arange(flat.size), 2)
     in_run = np.isin(ends, touched)
     ends, others, pair_of = ends[in_run], others[in_run], pair_of[in_run]
     by_end = np.argsort(ends, kind="stable")
     ends, others, pair_of = ends[by_end], others[by_end], pair_of[by_end]
-    cut = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1], True])
+    cut = np.flatnonzero(np.append(first_in_run(ends), True))
     in_run_col = np.zeros(st.k, dtype=bool)
     in_run_col[touched] = True
 
@@ -402,25 +403,28 @@ def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArr
     are then exact whatever items come before them)."""
     b_n, b_s, b_v = base
     pairs = local.kind.size
-    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-    sizes = np.diff(np.r_[starts, idx.size])
+    starts = run_starts(idx)
+    sizes = run_sizes(starts, idx.size)
     # Only open McNemar pairs whose new items are all 0/1 are cut; the others are one part.
     nb_pair = np.bincount(idx[nonbinary], minlength=pairs) > 0
     cut = (local.kind == MCNEMAR) & local.open(np.arange(pairs)) & ~nb_pair
     part = np.where(cut[idx], tt // SUB, 0)
-    first = np.flatnonzero(np.r_[True, (idx[1:] != idx[:-1]) | (part[1:] != part[:-1])])
-    p_size = np.diff(np.r_[first, idx.size])
+    brk = first_in_run(idx)
+    brk[1:] |= part[1:] != part[:-1]
+    first = np.flatnonzero(brk)
+    p_size = run_sizes(first, idx.size)
     owner = idx[first]
     # Each pair's sums before each of its parts: its sums before the run and its items before.
     pos = np.arange(idx.size) - np.repeat(starts, sizes)
     cs = np.cumsum(d)
     cv = np.cumsum(d * d)
-    pair_cs0 = np.repeat(np.r_[0.0, cs][starts], sizes)
-    pair_cv0 = np.repeat(np.r_[0.0, cv][starts], sizes)
+    cs_0, cv_0 = with_zero(cs), with_zero(cv)
+    pair_cs0 = np.repeat(cs_0[starts], sizes)
+    pair_cv0 = np.repeat(cv_0[starts], sizes)
     last = first + p_size - 1
     n0 = b_n[owner] + pos[first]
-    s0 = b_s[owner] + np.r_[0.0, cs][first] - pair_cs0[first]
-    v0 = b_v[owner] + np.r_[0.0, cv][first] - pair_cv0[first]
+    s0 = b_s[owner] + cs_0[first] - pair_cs0[first]
+    v0 = b_v[owner] + cv_0[first] - pair_cv0[first]
     n1 = n0 + p_size
     s1 = b_s[owner] + cs[last] - pair_cs0[last]
     v1 = b_v[owner] + cv[last] - pair_cv0[last]
@@ -457,7 +461,7 @@ def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArr
     # by its decision, at its earliest deciding part.
     got = np.unique(got)
     of = owner[kept][got]
-    earliest = got[np.r_[True, of[1:] != of[:-1]]] if got.size else got
+    earliest = got[first_in_run(of)] if got.size else got
     write = np.union1d(np.flatnonzero(~cut[owner[kept]]), earliest)
     local.put(owner[kept][write], sub.take(write))
     return owner[kept][earliest]

@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammainc, gammaln
 
 from monitor.stats import eprocess as ep
+from monitor.stats.groups import run_sizes, run_starts
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -261,8 +262,8 @@ def advance_clusters(paths: ClusterPaths, pair: IntArray, group: IntArray, d: Fl
     key = p * paths.count.shape[1] + g
     order = np.argsort(key, kind="stable")  # each (pair, cluster) in stream order
     ks = key[order]
-    first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-    sizes = np.diff(np.r_[first, ks.size])
+    first = run_starts(ks)
+    sizes = run_sizes(first, ks.size)
     rank = np.arange(ks.size) - np.repeat(first, sizes)
     c0 = paths.count[p[order], g[order]].astype(np.int64)
     take = c0 + rank < r

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats import eprocess as ep
+from monitor.stats.groups import first_in_run, run_sizes, run_starts, with_zero
 
 _LOG2 = float(np.log(2.0))
 
@@ -368,9 +369,9 @@ def advance(
     else:
         order = np.argsort(pair, kind="stable")
         g, dd, nb = pair[order], d[order], nonbinary[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    starts = run_starts(g)
     groups = g[starts]
-    sizes = np.diff(np.r_[starts, g.size])
+    sizes = run_sizes(starts, g.size)
     first_of = np.repeat(starts, sizes)
     pos = np.arange(g.size) - first_of  # 0-based position inside the pair's new items
 
@@ -380,8 +381,8 @@ def advance(
 
     cs = np.cumsum(dd)
     cv = np.cumsum(dd * dd)
-    before_s = np.repeat(np.r_[0.0, cs][starts], sizes)
-    before_v = np.repeat(np.r_[0.0, cv][starts], sizes)
+    before_s = np.repeat(with_zero(cs)[starts], sizes)
+    before_v = np.repeat(with_zero(cv)[starts], sizes)
     n = base_n[g] + pos + 1.0
     s = base_s[g] + cs - before_s
     v = base_v[g] + cv - before_v
@@ -394,7 +395,7 @@ def advance(
     hit_mc = (kind == MCNEMAR) & nb
     if hit_mc.any():
         hit = np.flatnonzero(hit_mc)
-        at = hit[np.r_[True, g[hit][1:] != g[hit][:-1]]]  # first such item of each pair
+        at = hit[first_in_run(g[hit])]  # first such item of each pair
         prev_n, prev_s, prev_v = n[at] - 1.0, s[at] - dd[at], v[at] - dd[at] * dd[at]
         pairs_hit = g[at]
         frozen = log_e_sides(np.full(at.size, MCNEMAR), prev_n, prev_s, prev_v,
@@ -445,7 +446,7 @@ def advance(
                 hit = maybe[(e1 >= thr_eq[maybe]) & (e2 >= thr_eq[maybe])]
                 if hit.size:
                     at = cand[hit]  # positions in g, in stream order within each pair
-                    firsts = at[np.r_[True, g[at][1:] != g[at][:-1]]]
+                    firsts = at[first_in_run(g[at])]
                     eq_first[g[firsts]] = firsts
                     where = np.searchsorted(cand[maybe], firsts)
                     eq_log_e[g[firsts]] = np.minimum(e1, e2)[where]
@@ -458,7 +459,7 @@ def advance(
     ks, ns, ss, vs = kind[sel], n[sel], s[sel], v[sel]
     crossed = _crossed(ks, ns, ss, vs, *seg, side_thr) if sel.size else np.zeros(0, bool)
     hit = np.flatnonzero(crossed)
-    first = hit[np.r_[True, gs[hit][1:] != gs[hit][:-1]]] if hit.size else hit  # in sel
+    first = hit[first_in_run(gs[hit])] if hit.size else hit  # in sel
     # A resolution comes first unless the pair was declared equivalent at an earlier item (at
     # the same item, the resolution: it says more).
     first = first[sel[first] <= eq_first[gs[first]]]

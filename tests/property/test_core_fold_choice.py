@@ -1,5 +1,6 @@
 """The fold's path and the run's screening change nothing but speed: the dense and the sparse
-fold (the latter with the batch's own pairs by sparse or dense products), forced either way,
+fold (the latter with the batch's own pairs entry by entry or by dense products, and its
+products added into the sums in place or not), forced either way,
 leave the same pair sums (exactly for 0/1 scores, to rounding for
 other scores), and a run that reads every pair leaves the state one that skips the pairs it
 cannot decide (``BenchmarkState.recheck``) leaves."""
@@ -40,7 +41,7 @@ def boards(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _folded(before: np.ndarray, new: np.ndarray, scores: np.ndarray, *, dense: bool,
-            own_dense: bool = False) -> BenchmarkState:
+            own_dense: bool = False, in_place: bool = True) -> BenchmarkState:
     state = BenchmarkState("b")
     items, models = before.shape
     for j in range(models):
@@ -56,6 +57,8 @@ def _folded(before: np.ndarray, new: np.ndarray, scores: np.ndarray, *, dense: b
         mp.setattr(board_module, "_DENSE_BYTES", 1 << 40 if dense else -1)
         mp.setattr(board_module, "dense_fold_cheaper", lambda *a, **k: dense)
         mp.setattr(board_module, "dense_own_cheaper", lambda *a, **k: own_dense)
+        if not in_place:  # the sparse fold of 0/1 scores by a product and an add
+            mp.setattr(board_module, "_csr_matvecs", lambda: None)
         if r.size:
             state.fold_new(r, c, scores[r, c])
     return state
@@ -69,8 +72,9 @@ def test_dense_and_sparse_folds_leave_the_same_sums(
     dense = _folded(before, new, scores, dense=True)
     sparse = _folded(before, new, scores, dense=False)
     own_dense = _folded(before, new, scores, dense=False, own_dense=True)
+    product = _folded(before, new, scores, dense=False, in_place=False)
     k = dense.k
-    for other in (sparse, own_dense):
+    for other in (sparse, own_dense, product):
         np.testing.assert_array_equal(dense.X, other.X)
         assert dense.binary == other.binary
         for name in ("n", "sx", "p", "sx2"):
@@ -86,7 +90,7 @@ def test_dense_and_sparse_folds_leave_the_same_sums(
     x = dense.X[:before.shape[0], :k]
     m = (~np.isnan(x)).astype(float)
     xv = np.nan_to_num(x)
-    for state in (dense, sparse, own_dense):
+    for state in (dense, sparse, own_dense, product):
         np.testing.assert_allclose(state.n.full(k), m.T @ m, atol=1e-9)
         np.testing.assert_allclose(state.sx.full(k), xv.T @ m, atol=1e-9)
         np.testing.assert_allclose(state.p.full(k), xv.T @ xv, atol=1e-9)
