@@ -301,6 +301,11 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     order = np.argsort(flat)
     flat, thr, equivalence = flat[order], thr[order], equivalence[order]
     b_n, b_s, b_v = (b[order] for b in base)
+    if _dense_follow(st, touched):
+        dense = _follow_one_model(st, rows, scores, int(touched[0]), flat, (b_n, b_s, b_v), thr,
+                                  equivalence)
+        if dense is not None:
+            return dense
     lo, hi = np.divmod(flat, cap)
     # Position in the run of each of its cells, by key row · cap + col (sorted for lookups).
     cell_key = rows * cap + cols
@@ -428,7 +433,26 @@ def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArr
     n1 = n0 + p_size
     s1 = b_s[owner] + cs[last] - pair_cs0[last]
     v1 = b_v[owner] + cv[last] - pair_cv0[last]
-    # A decided pair's 0/1 items change nothing (:func:`advance` drops them): not read.
+    keep, eq = _screen_parts(local, owner, cut, nb_pair, (n0, s0, v0), (n1, s1, v1), thr,
+                             margin, equivalence)
+    kept = np.flatnonzero(keep)
+    if kept.size == 0:
+        return _NONE
+    # The kept parts as pairs of their own, numbered in (pair, part) order.
+    item_kept = np.repeat(keep, p_size)
+    return _advance_kept(local, owner, cut, kept, np.repeat(np.arange(kept.size), p_size[kept]),
+                         d[item_kept], nonbinary[item_kept], (n0, s0, v0), thr, margin, eq)
+
+
+def _screen_parts(local: PairPaths, owner: IntArray, cut: NDArray[np.bool_],
+                  nb_pair: NDArray[np.bool_], before: tuple[FloatArray, FloatArray, FloatArray],
+                  after: tuple[FloatArray, FloatArray, FloatArray], thr: FloatArray,
+                  margin: float | None, equivalence: NDArray[np.bool_]
+                  ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Which parts (of the pairs ``owner``, sums ``before`` and ``after`` each) are followed
+    item by item, and which of them may declare their pair equivalent: every part of a pair
+    not ``cut``, unless the pair is decided and all its items are 0/1 (:func:`advance` drops
+    those); a part of a cut pair where it may cross or be declared equivalent."""
     keep = ~cut[owner] & (local.open(owner) | nb_pair[owner])
     eq = equivalence[owner].copy()
     c = np.flatnonzero(cut[owner])
@@ -436,35 +460,107 @@ def _advance_in_parts(local: PairPaths, idx: IntArray, tt: IntArray, d: FloatArr
         o = owner[c]
         seg = {"start_n": local.start_n[o], "start_s": local.start_s[o],
                "start_v": local.start_v[o]}
-        before, after = (n0[c], s0[c], v0[c]), (n1[c], s1[c], v1[c])
-        keep[c] = may_cross(local.kind[o], before, after, start_log_plus=local.start_log_plus[o],
+        b = tuple(x[c] for x in before)
+        a = tuple(x[c] for x in after)
+        keep[c] = may_cross(local.kind[o], b, a,  # type: ignore[arg-type]
+                            start_log_plus=local.start_log_plus[o],
                             start_log_minus=local.start_log_minus[o], log_threshold=thr[o],
                             **seg)
         if margin is not None:
             e = eq[c]
-            e[e] = may_be_equivalent((n0[c][e], s0[c][e], v0[c][e]),
-                                     (n1[c][e], s1[c][e], v1[c][e]), margin=margin,
-                                     log_threshold=thr[o][e],
+            e[e] = may_be_equivalent(tuple(x[e] for x in b),  # type: ignore[arg-type]
+                                     tuple(x[e] for x in a),  # type: ignore[arg-type]
+                                     margin=margin, log_threshold=thr[o][e],
                                      **{k: v[e] for k, v in seg.items()})
             eq[c] = e
             keep[c] |= e
-    kept = np.flatnonzero(keep)
-    if kept.size == 0:
-        return _NONE
-    # The kept parts as pairs of their own, numbered in (pair, part) order.
-    item_kept = np.repeat(keep, p_size)
+    return keep, eq
+
+
+def _advance_kept(local: PairPaths, owner: IntArray, cut: NDArray[np.bool_], kept: IntArray,
+                  item_part: IntArray, d: FloatArray, nonbinary: NDArray[np.bool_],
+                  start: tuple[FloatArray, FloatArray, FloatArray], thr: FloatArray,
+                  margin: float | None, eq: NDArray[np.bool_]) -> IntArray:
+    """:func:`advance` of the ``kept`` parts (of the pairs ``owner``, in (pair, part) order;
+    sums ``start`` at each part's start) as pairs of their own, along their items (``d``, the
+    kept part of each in ``item_part``, parts in order, each one's items in event order).
+    The uncut pairs' one part carries their whole state; a cut pair's state changes only by
+    its decision, at its earliest deciding part. Returns the pairs decided."""
+    n0, s0, v0 = start
     sub = local.take(owner[kept])
-    got = advance(sub, np.repeat(np.arange(kept.size), p_size[kept]), d[item_kept],
-                  nonbinary[item_kept], base_n=n0[kept], base_s=s0[kept], base_v=v0[kept],
-                  log_threshold=thr[owner[kept]], margin=margin, equivalence=eq[kept])
-    # The uncut pairs' one part carries their whole state; a cut pair's state changes only
-    # by its decision, at its earliest deciding part.
+    got = advance(sub, item_part, d, nonbinary, base_n=n0[kept], base_s=s0[kept],
+                  base_v=v0[kept], log_threshold=thr[owner[kept]], margin=margin,
+                  equivalence=eq[kept])
     got = np.unique(got)
     of = owner[kept][got]
     earliest = got[first_in_run(of)] if got.size else got
     write = np.union1d(np.flatnonzero(~cut[owner[kept]]), earliest)
     local.put(owner[kept][write], sub.take(write))
     return owner[kept][earliest]
+
+
+def _dense_follow(st: BenchmarkState, touched: IntArray) -> bool:
+    """Whether a run is followed by :func:`_follow_one_model`: one model's results on a board
+    of 0/1 scores."""
+    return touched.size == 1 and st.binary
+
+
+def _follow_one_model(st: BenchmarkState, rows: IntArray, scores: FloatArray, c: int,
+                      flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray],
+                      thr: FloatArray, equivalence: NDArray[np.bool_]) -> IntArray | None:
+    """:func:`_follow` of a run of one model's results (column ``c``) on a board of 0/1
+    scores, its pairs ``flat`` sorted: the partners' scores on the run's items are one dense
+    (results × pairs) block, the parts' end points its sums over ``SUB`` rows, and only the
+    kept parts' items are listed for :func:`advance` — the same decisions and state as the
+    general pass (whose item lists cost a pass per item of every followed pair). None, having
+    changed nothing, if a followed pair is not McNemar (which :func:`_run`, giving each new
+    pair of 0/1 scores its kind first, does not let happen): the general pass follows it."""
+    cap = st.cap
+    lo, hi = np.divmod(flat, cap)
+    sign = np.where(lo == c, 1.0, -1.0)  # D of (lo, hi) = x_lo − x_hi
+    x = st.X[np.ix_(rows, np.where(lo == c, hi, lo))]
+    present = x >= 0.0  # NaN: the partner has no score on the item
+    d = (scores[:, None] - x) * sign
+    d[~present] = 0.0
+    local = st.paths.take(flat)
+    if not (local.kind == MCNEMAR).all():
+        return None
+    n_pairs, n_res = flat.size, rows.size
+    counts = present.sum(axis=0)
+    if int(counts.sum()) < 2 * SUB * n_pairs:  # few items a pair: one pass, as _follow
+        j, t = np.nonzero(present.T)
+        decided = advance(local, j, d[t, j], np.zeros(j.size, dtype=bool), base_n=base[0],
+                          base_s=base[1], base_v=base[2], log_threshold=thr,
+                          margin=st.spec.margin, equivalence=equivalence)
+        st.paths.put(flat, local)
+        return flat[decided]
+    # Sums of each open pair's items in each part of SUB results (every pair here is McNemar,
+    # :func:`_run` sets a new pair's kind before following it; a decided one's 0/1 items
+    # change nothing, as in :func:`advance`).
+    n_parts = -(-n_res // SUB)
+    cut = local.open(np.arange(n_pairs))
+    sums = np.add.reduceat(np.stack([present, d, np.abs(d)]),  # n, S, V (D² = |D|)
+                           np.arange(0, n_res, SUB), axis=1)
+    has = (sums[0] > 0.0).T & cut[:, None]  # (pairs × parts), in (pair, part) order
+    owner, part_of = np.nonzero(has)
+    before = np.cumsum(sums, axis=1) - sums  # each part's sums before it
+    start = [b[owner] + s[part_of, owner] for b, s in zip(base, before, strict=True)]
+    end = [s0 + s[part_of, owner] for s0, s in zip(start, sums, strict=True)]
+    no_nonbinary = np.zeros(n_pairs, dtype=bool)
+    keep, eq = _screen_parts(local, owner, cut, no_nonbinary, (start[0], start[1], start[2]),
+                             (end[0], end[1], end[2]), thr, st.spec.margin, equivalence)
+    kept = np.flatnonzero(keep)
+    decided = _NONE
+    if kept.size:
+        number = np.full((n_pairs, n_parts), -1, dtype=np.int64)
+        number[owner[kept], part_of[kept]] = np.arange(kept.size)
+        item = number[:, np.arange(n_res) // SUB]  # (pairs × results)
+        j, t = np.nonzero((item >= 0) & present.T)  # (pair, part) order, then event order
+        decided = _advance_kept(local, owner, cut, kept, item[j, t], d[t, j],
+                                np.zeros(j.size, dtype=bool), (start[0], start[1], start[2]),
+                                thr, st.spec.margin, eq)
+    st.paths.put(flat, local)
+    return flat[decided]
 
 
 def exclude_rows(st: BenchmarkState, newly_excluded: IntArray) -> None:

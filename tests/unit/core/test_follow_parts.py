@@ -3,6 +3,8 @@ item: the same pairs, at the same item, with the same e-value, and the same stat
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,54 @@ def test_live_runs_in_parts_leave_the_state_of_one_pass(seed: int, thirds: bool,
     assert calls  # runs were followed in parts (on the 1/3 board: before its first 1/3)
     monkeypatch.setattr(core_paths, "SUB", 10**9)  # one pass for every run
     assert _live(scores, order) == in_parts
+
+
+@pytest.mark.parametrize("margin", [None, 0.05])
+@pytest.mark.parametrize("seed", range(3))
+def test_one_models_run_followed_densely_leaves_the_general_pass_state(
+        seed: int, margin: float | None) -> None:
+    """Runs of one model's results (a model's results in order, in batches of a few hundred)
+    followed as a dense block (``paths._follow_one_model``) decide the same pairs at the same
+    items, with the same e-values and the same state, as the general item-list pass."""
+    from monitor.contracts import ItemResult, ResolutionChange
+    from monitor.core import CoreConfig, Monitor
+    from monitor.core.config import BenchmarkSpec
+    from monitor.core.snapshot import bench_to_snapshot
+
+    rng = np.random.default_rng(seed)
+    n_models, n_items = 8, 1500
+    skill = rng.uniform(0.2, 0.9, n_models)
+    x = (rng.random((n_items, n_models)) < skill).astype(float)
+    x[rng.random(x.shape) < 0.15] = np.nan  # some items a model never answered
+    events = [ItemResult(benchmark="b", item_id=str(i), model=f"m{j}", score=float(x[i, j]))
+              for j in range(n_models) for i in rng.permutation(n_items) if not np.isnan(x[i, j])]
+    cuts = np.sort(rng.choice(np.arange(1, len(events)), 40, replace=False)).tolist()
+
+    def run(dense: bool) -> tuple[Any, ...]:
+        with pytest.MonkeyPatch.context() as mp:
+            calls: list[int] = []
+            real = core_paths._follow_one_model
+
+            def counted(*a: Any, **k: Any) -> Any:
+                calls.append(1)
+                return real(*a, **k)
+
+            mp.setattr(core_paths, "_dense_follow", lambda st, touched: dense and (
+                touched.size == 1 and st.binary))
+            mp.setattr(core_paths, "_follow_one_model", counted)
+            spec = BenchmarkSpec(margin=margin)
+            mon = Monitor(CoreConfig(benchmarks={"b": spec}))
+            outcomes: list[str] = []
+            for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
+                outcomes.extend(mon.apply(events[lo:hi], evaluate=False).outcomes)
+            assert (len(calls) > 10) == dense
+            head, arrays = bench_to_snapshot(mon._benches["b"])
+            head["times"] = len(head["times"])
+            changes = [(c.model_a, c.model_b, c.verdict, c.n) for c in mon.evaluate()
+                       if isinstance(c, ResolutionChange)]
+            decided = int((mon._benches["b"].paths.decided != 0).sum())
+            return outcomes, head, {k: v.tobytes() for k, v in arrays.items()}, changes, decided
+
+    dense, general = run(True), run(False)
+    assert dense[4] >= 10  # the stream decides pairs (of 28)
+    assert dense == general
