@@ -133,13 +133,13 @@ def test_live_runs_in_parts_leave_the_state_of_one_pass(seed: int, thirds: bool,
         scores[some & (np.arange(models) >= models - 2)] = 1 / 3
     order = np.array([rng.permutation(items) for _ in range(models)])
     calls: list[int] = []
-    real = core_paths._advance_in_parts
+    real = core_paths._screen_parts  # the parts' screen, of the dense and the general pass
 
     def counting(*args: object, **kw: object) -> object:
         calls.append(1)
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(core_paths, "_advance_in_parts", counting)
+    monkeypatch.setattr(core_paths, "_screen_parts", counting)
     in_parts = _live(scores, order)
     assert calls  # runs were followed in parts (on the 1/3 board: before its first 1/3)
     monkeypatch.setattr(core_paths, "SUB", 10**9)  # one pass for every run
