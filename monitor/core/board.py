@@ -222,6 +222,11 @@ class PairSum:
         """Add the batch's own pairs (columns ``at`` × ``at``: Δfᵀ Δg, its cells against each
         other), to the rows of S — once, in the lower column's row, for a symmetric S (whose
         ``own`` is overwritten)."""
+        if isinstance(at, slice):  # a view of the sums: added in place, masked
+            view = self.rows[at, at]
+            np.add(view, own, out=view, casting="unsafe",
+                   where=_upper(own.shape[0]) if self.cols is None else True)
+            return
         if self.cols is None:
             own *= _upper(own.shape[0])
         _add_to(self.rows, _block(at, at), own)
@@ -238,12 +243,6 @@ class PairSum:
             keep = row <= col
             row, col, data = row[keep], col[keep], data[keep]
         row_part[row, cols[col]] += data
-
-    def own_dense_into(self, row_part: NDArray[Any], own: NDArray[Any], cols: IntArray) -> None:
-        """:meth:`own_into` of a dense (t × t) product ``own`` (overwritten for a symmetric S)."""
-        if self.cols is None:
-            own *= _upper(own.shape[0])
-        row_part[:, cols] += own
 
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
@@ -334,7 +333,10 @@ def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:
 
 
 def _add_to(target: NDArray[Any], where: Any, part: NDArray[Any]) -> None:
-    if target.dtype.kind == "i":  # 0/1 products: exact integers already
+    if isinstance(where, tuple) and all(isinstance(w, slice) for w in where):
+        view = target[where]  # a view: added in place, without a converted copy of ``part``
+        np.add(view, part, out=view, casting="unsafe")
+    elif target.dtype.kind == "i":  # 0/1 products: exact integers already
         target[where] += part.astype(target.dtype, copy=False)
     else:
         target[where] += part
@@ -600,7 +602,8 @@ class BenchmarkState:
                      uniq_r: IntArray, r_inv: IntArray, uniq_c: IntArray, c_inv: IntArray
                      ) -> None:
         """:meth:`fold_new` by sparse products: the batch's cells (t columns × r rows, n of
-        them) against the present scores of their rows, O(n × k) arithmetic."""
+        them) against the present scores of their rows, O(n × k) arithmetic (0/1 scores:
+        :meth:`_fold_sparse_binary`)."""
         if self.binary:
             self._fold_sparse_binary(rows, cols, scores, uniq_r, r_inv, uniq_c, c_inv)
             return
@@ -608,22 +611,18 @@ class BenchmarkState:
         from scipy import sparse
 
         before = self.X[uniq_r, :k]
-        # 0/1 scores: the products in the sums' own integers (no conversion before the adds)
-        ftype = self.n.dtype if self.binary else np.float64
         shape = (uniq_c.size, uniq_r.size)
-        ones = np.ones(rows.size, dtype=ftype)
-        dm = sparse.csr_array((ones, (c_inv, r_inv)), shape=shape)
-        dx = sparse.csr_array((scores.astype(ftype), (c_inv, r_inv)), shape=shape)
-        right = np.empty((uniq_r.size, 3 * k if not self.binary else 2 * k), dtype=ftype)
+        dm = sparse.csr_array((np.ones(rows.size), (c_inv, r_inv)), shape=shape)
+        dx = sparse.csr_array((scores, (c_inv, r_inv)), shape=shape)
+        right = np.empty((uniq_r.size, 3 * k))
         # Scores lie in [0, 1]: x ≥ 0 is the presence mask (NaN compares False), fmax(x, 0)
         # the score with absent as 0 — one pass each, straight into the product's operand.
         np.greater_equal(before, 0.0, out=right[:, :k])
-        np.fmax(before, 0.0, out=right[:, k:2 * k], casting="unsafe")
-        if not self.binary:
-            np.square(right[:, k:2 * k], out=right[:, 2 * k:])
+        np.fmax(before, 0.0, out=right[:, k:2 * k])
+        np.square(right[:, k:2 * k], out=right[:, 2 * k:])
         with single_thread_blas():
             left = sparse.vstack([dm, dx], format="csr")
-            prod = left @ right  # [Δm; Δx]ᵀ (2t × r) against [m | x (| x²)] (r × 2k or 3k)
+            prod = left @ right  # [Δm; Δx]ᵀ (2t × r) against [m | x | x²] (r × 3k)
         t = uniq_c.size
         dm_m, dm_x = prod[:t, :k], prod[:t, k:2 * k]
         dx_m, dx_x = prod[t:, :k], prod[t:, k:2 * k]
@@ -632,23 +631,9 @@ class BenchmarkState:
         # once for the symmetric sums.
         row_n, row_sx, row_p = dm_m, dx_m, dx_x
         dmt = dm.T.tocsr()
-        per_row = np.bincount(r_inv)
-        if self.binary and dense_own_cheaper(t, uniq_r.size, int(per_row @ per_row)):
-            # Many new cells per item (a batch over few items): the own pairs by dense
-            # products of the batch's block, exact integers in float32.
-            block = np.zeros((2 * t, uniq_r.size), dtype=np.float32)
-            block[c_inv, r_inv] = 1.0
-            block[t + c_inv, r_inv] = scores
-            with single_thread_blas():
-                own = _product(block, block[:t].T)  # [Δm; Δx] against Δm
-                own_p = _product(block[t:], block[t:].T)
-            for pair_sum, target, part in ((self.n, row_n, own[:t]), (self.sx, row_sx, own[t:]),
-                                           (self.p, row_p, own_p)):
-                pair_sum.own_dense_into(target, part.astype(ftype), uniq_c)
-        else:
-            for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
-                                           (self.p, row_p, dx, dx.T.tocsr())):
-                pair_sum.own_into(target, f @ g, uniq_c)
+        for pair_sum, target, f, g in ((self.n, row_n, dm, dmt), (self.sx, row_sx, dx, dmt),
+                                       (self.p, row_p, dx, dx.T.tocsr())):
+            pair_sum.own_into(target, f @ g, uniq_c)
         self.n.add(uniq_c, row_n)
         self.sx.add(uniq_c, row_sx, dm_x)
         self.p.add(uniq_c, row_p)
@@ -726,7 +711,9 @@ class BenchmarkState:
         k = self.k
         t = at.stop - at.start if isinstance(at, slice) else at.size
         binary = self.binary
-        ftype = np.float32 if binary else np.float64
+        # 0/1 sums: exact integers in float32 (BLAS), or in their own integers where the
+        # products are outer products (one item: no conversion before the adds)
+        ftype: Any = (np.float32 if uniq_r.size > 1 else self.n.dtype) if binary else np.float64
         parts = 2 if binary else 3  # [m | x (| x²)] and [Δm; Δx (; Δx²)]
         before = self.X[uniq_r, :k]
         have = np.flatnonzero((before >= 0.0).any(axis=0))  # models scored on these items
@@ -736,7 +723,7 @@ class BenchmarkState:
         w = before.shape[1]
         right = np.empty((uniq_r.size, parts * w), dtype=ftype)
         np.greater_equal(before, 0.0, out=right[:, :w])
-        np.fmax(before, 0.0, out=right[:, w:2 * w])
+        np.fmax(before, 0.0, out=right[:, w:2 * w], casting="unsafe")
         left = np.zeros((parts * t, uniq_r.size), dtype=ftype)  # one cell each
         left[c_inv, r_inv] = 1.0
         left[t + c_inv, r_inv] = scores
