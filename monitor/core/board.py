@@ -650,9 +650,8 @@ class BenchmarkState:
         """:meth:`_fold_sparse` of 0/1 scores: each new cell's products with the present scores
         of its item added straight into its model's rows of the integer sums
         (:func:`_add_rows_product`), with no (columns × models) product between; then the
-        batch's own pairs, entry by entry (or by a dense product of its block, when many of its
-        cells share items)."""
-        cap = self.cap
+        batch's own pairs by sparse products (or by a dense product of its block, when many of
+        its cells share items)."""
         c0 = int(uniq_c[0])
         span = int(uniq_c[-1]) + 1 - c0
         before = self.X[uniq_r]  # every column: absent (NaN) beyond the models present
@@ -682,20 +681,22 @@ class BenchmarkState:
             for pair_sum, part in ((self.n, own[:t]), (self.sx, own[t:]), (self.p, own_p)):
                 pair_sum.add_own(uniq_c, part)
         else:
-            # every (cell i, cell j) on one item: i's model's row, j's column
-            order = np.argsort(r_inv, kind="stable")
-            size = per_row[r_inv[order]]
-            start = (np.cumsum(per_row) - per_row)[r_inv[order]]
-            i = np.repeat(order, size)
-            j = order[np.repeat(start, size) + np.arange(i.size)
-                      - np.repeat(np.cumsum(size) - size, size)]
-            ci, cj = cols[i], cols[j]
-            xi, xj = ones[i], ones[j]
-            upper = ci <= cj  # once, in the lower column's row, for the symmetric sums
-            flat = ci * cap + cj
-            np.add.at(self.n.rows.reshape(-1), flat[upper], 1)
-            np.add.at(self.sx.rows.reshape(-1), flat[xi], 1)
-            np.add.at(self.p.rows.reshape(-1), flat[upper & xi & xj], 1)
+            # sparse products of the batch's cells (scipy's csr_matmat sums each (row, column)
+            # once): added by one fancy index, once (in the lower column's row) for the
+            # symmetric sums
+            from scipy import sparse
+
+            fm, fx = (sparse.csr_array((np.ones(a[1].size, dtype=self.n.dtype), a[1], a[0]),
+                                       shape=(span, uniq_r.size)) for a in (dm, dx))
+            mt = fm.T.tocsr()
+            for pair_sum, product in ((self.n, fm @ mt), (self.sx, fx @ mt),
+                                      (self.p, fx @ fx.T.tocsr())):
+                coo = product.tocoo()
+                row, col, data = coo.row, coo.col, coo.data
+                if pair_sum.cols is None:
+                    keep = row <= col
+                    row, col, data = row[keep], col[keep], data[keep]
+                pair_sum.rows[c0 + row, c0 + col] += data
         self.X[rows, cols] = scores
 
     def _fold_dense(self, rows: IntArray, cols: IntArray, scores: FloatArray, uniq_r: IntArray,
