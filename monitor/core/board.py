@@ -301,6 +301,8 @@ def _add_rows_product(target: NDArray[Any], row0: int, a: tuple[NDArray[Any], ND
     rows = indptr.size - 1
     if indices.size == 0:
         return
+    # the kernel checks no shapes: b as wide as the target, A's rows within it
+    assert b.shape[1] == target.shape[1] and row0 >= 0 and row0 + rows <= target.shape[0]
     out = target[row0:row0 + rows]
     data = np.ones(indices.size, dtype=target.dtype)
     kernel = _csr_matvecs()
@@ -316,13 +318,26 @@ def _add_rows_product(target: NDArray[Any], row0: int, a: tuple[NDArray[Any], ND
 
 @functools.cache
 def _csr_matvecs() -> Callable[..., None] | None:
-    """scipy's CSR × dense kernel that adds into its output (not public API: None if absent)."""
+    """scipy's CSR × dense kernel that adds into its output (not public API): None if absent,
+    or if it does not add a known product into a known output (checked once)."""
     try:
         from scipy.sparse import _sparsetools
     except ImportError:  # pragma: no cover - a scipy without it
         return None
     kernel: Callable[..., None] | None = getattr(_sparsetools, "csr_matvecs", None)
-    return kernel
+    if kernel is None:  # pragma: no cover
+        return None
+    # [[1, 1], [0, 1]] @ b added twice to ones: 1 + 2 (A @ b)
+    b = np.arange(6, dtype=np.int32).reshape(2, 3)
+    out = np.ones((2, 3), dtype=np.int32)
+    try:
+        for _ in range(2):
+            kernel(2, 2, 3, np.array([0, 2, 3], dtype=np.int32),
+                   np.array([0, 1, 1], dtype=np.int32), np.ones(3, dtype=np.int32), b, out)
+    except Exception:  # pragma: no cover - another signature
+        return None
+    want = 1 + 2 * (np.array([[1, 1], [0, 1]], dtype=np.int32) @ b)
+    return kernel if np.array_equal(out, want) else None
 
 
 def _block(rows: IntArray | slice, cols: IntArray | slice) -> Any:

@@ -8,7 +8,10 @@ cannot have decided — its e-process's bound over the run stays below its thres
 (:func:`monitor.stats.sequential.may_cross`) — is done; only the others are followed item by
 item (:func:`monitor.stats.sequential.advance`), in event order — a long run in parts of
 ``SUB`` results, each screened the same way, so a pair is read item by item only where it can
-decide (:func:`_advance_in_parts`). Before any of that, a pair
+decide (:func:`_advance_in_parts`); a run of one model's results (a stretch of one model
+makes runs of its own, :func:`model_runs`) is read as one dense block of its partners' scores,
+and only its parts that may decide are listed item by item (:func:`_follow_one_model`).
+Before any of that, a pair
 is not read at all while the run cannot bring it the paired items its next decision needs at
 least (``BenchmarkState.recheck``, :func:`monitor.stats.sequential.items_to_decide`): the
 pairs a run reads are the few near a decision, not every pair of the models it touches.
@@ -542,16 +545,16 @@ def _follow_one_model(st: BenchmarkState, rows: IntArray, scores: FloatArray, c:
     general pass (whose item lists cost a pass per item of every followed pair). None, having
     changed nothing, if a followed pair is not McNemar (which :func:`_run`, giving each new
     pair of 0/1 scores its kind first, does not let happen): the general pass follows it."""
+    local = st.paths.take(flat)
+    if not (local.kind == MCNEMAR).all():
+        return None
     cap = st.cap
     lo, hi = np.divmod(flat, cap)
     sign = np.where(lo == c, 1.0, -1.0)  # D of (lo, hi) = x_lo − x_hi
     x = st.X[np.ix_(rows, np.where(lo == c, hi, lo))]
     present = x >= 0.0  # NaN: the partner has no score on the item
-    d = (scores[:, None] - x) * sign
+    d = (scores[:, None] - x) * sign  # (a tie seen from hi: −0.0, which sums as 0.0)
     d[~present] = 0.0
-    local = st.paths.take(flat)
-    if not (local.kind == MCNEMAR).all():
-        return None
     n_pairs, n_res = flat.size, rows.size
     counts = present.sum(axis=0)
     if int(counts.sum()) < 2 * SUB * n_pairs:  # few items a pair: one pass, as _follow

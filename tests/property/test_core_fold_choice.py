@@ -1,6 +1,6 @@
 """The fold's path and the run's screening change nothing but speed: the dense and the sparse
-fold (the latter with the batch's own pairs entry by entry or by dense products, and its
-products added into the sums in place or not), forced either way,
+fold (the latter with the batch's own pairs by sparse or dense products, and its
+products with the scores before added into the sums in place or not), forced either way,
 leave the same pair sums (exactly for 0/1 scores, to rounding for
 other scores), and a run that reads every pair leaves the state one that skips the pairs it
 cannot decide (``BenchmarkState.recheck``) leaves."""
