@@ -235,14 +235,20 @@ class PairSum:
         """Add the batch's own pairs, a sparse (t × t) product over the batch's columns
         ``cols`` (sorted), to ``row_part`` (their rows of S, before :meth:`add`) — once, in
         the lower column's row, for a symmetric S."""
-        # A product of CSR matrices holds each (row, column) once (scipy's csr_matmat sums a
-        # row's terms before it writes them): the entries are added by one fancy index.
+        row, col, data = self.own_entries(product)
+        row_part[row, cols[col]] += data
+
+    def own_entries(self, product: Any) -> tuple[IntArray, IntArray, NDArray[Any]]:
+        """(row, column, value) of a sparse product of the batch's own pairs as S takes them:
+        each (row, column) once — a product of CSR matrices holds each once (scipy's
+        csr_matmat sums a row's terms before it writes them), so they are added by one fancy
+        index — and, for a symmetric S, only those with row ≤ column (the lower column's)."""
         coo = product.tocoo()
         row, col, data = coo.row, coo.col, coo.data
         if self.cols is None:
             keep = row <= col
             row, col, data = row[keep], col[keep], data[keep]
-        row_part[row, cols[col]] += data
+        return row, col, data
 
     def set_full(self, k: int, s: NDArray[Any]) -> None:
         """Set S[:k, :k] to ``s`` (a restored snapshot)."""
@@ -696,9 +702,7 @@ class BenchmarkState:
             for pair_sum, part in ((self.n, own[:t]), (self.sx, own[t:]), (self.p, own_p)):
                 pair_sum.add_own(uniq_c, part)
         else:
-            # sparse products of the batch's cells (scipy's csr_matmat sums each (row, column)
-            # once): added by one fancy index, once (in the lower column's row) for the
-            # symmetric sums
+            # sparse products of the batch's cells, straight into the sums' rows
             from scipy import sparse
 
             fm, fx = (sparse.csr_array((np.ones(a[1].size, dtype=self.n.dtype), a[1], a[0]),
@@ -706,11 +710,7 @@ class BenchmarkState:
             mt = fm.T.tocsr()
             for pair_sum, product in ((self.n, fm @ mt), (self.sx, fx @ mt),
                                       (self.p, fx @ fx.T.tocsr())):
-                coo = product.tocoo()
-                row, col, data = coo.row, coo.col, coo.data
-                if pair_sum.cols is None:
-                    keep = row <= col
-                    row, col, data = row[keep], col[keep], data[keep]
+                row, col, data = pair_sum.own_entries(product)
                 pair_sum.rows[c0 + row, c0 + col] += data
         self.X[rows, cols] = scores
 

@@ -332,10 +332,8 @@ def _follow(st: BenchmarkState, rows: IntArray, cols: IntArray, scores: FloatArr
     flat, thr, equivalence = flat[order], thr[order], equivalence[order]
     b_n, b_s, b_v = (b[order] for b in base)
     if _dense_follow(st, touched):
-        dense = _follow_one_model(st, rows, scores, int(touched[0]), flat, (b_n, b_s, b_v), thr,
-                                  equivalence)
-        if dense is not None:
-            return dense
+        return _follow_one_model(st, rows, scores, int(touched[0]), flat, (b_n, b_s, b_v), thr,
+                                 equivalence)
     lo, hi = np.divmod(flat, cap)
     # Position in the run of each of its cells, by key row · cap + col (sorted for lookups).
     cell_key = rows * cap + cols
@@ -537,17 +535,15 @@ def _dense_follow(st: BenchmarkState, touched: IntArray) -> bool:
 
 def _follow_one_model(st: BenchmarkState, rows: IntArray, scores: FloatArray, c: int,
                       flat: IntArray, base: tuple[FloatArray, FloatArray, FloatArray],
-                      thr: FloatArray, equivalence: NDArray[np.bool_]) -> IntArray | None:
+                      thr: FloatArray, equivalence: NDArray[np.bool_]) -> IntArray:
     """:func:`_follow` of a run of one model's results (column ``c``) on a board of 0/1
     scores, its pairs ``flat`` sorted: the partners' scores on the run's items are one dense
     (results × pairs) block, the parts' end points its sums over ``SUB`` rows, and only the
     kept parts' items are listed for :func:`advance` — the same decisions and state as the
-    general pass (whose item lists cost a pass per item of every followed pair). None, having
-    changed nothing, if a followed pair is not McNemar (which :func:`_run`, giving each new
-    pair of 0/1 scores its kind first, does not let happen): the general pass follows it."""
+    general pass (whose item lists cost a pass per item of every followed pair). Every
+    followed pair is McNemar: :func:`_run` gives each new pair of 0/1 scores its kind first."""
     local = st.paths.take(flat)
-    if not (local.kind == MCNEMAR).all():
-        return None
+    assert (local.kind == MCNEMAR).all()
     cap = st.cap
     lo, hi = np.divmod(flat, cap)
     sign = np.where(lo == c, 1.0, -1.0)  # D of (lo, hi) = x_lo − x_hi
@@ -564,8 +560,7 @@ def _follow_one_model(st: BenchmarkState, rows: IntArray, scores: FloatArray, c:
                           margin=st.spec.margin, equivalence=equivalence)
         st.paths.put(flat, local)
         return flat[decided]
-    # Sums of each open pair's items in each part of SUB results (every pair here is McNemar,
-    # :func:`_run` sets a new pair's kind before following it; a decided one's 0/1 items
+    # Sums of each open pair's items in each part of SUB results (a decided pair's 0/1 items
     # change nothing, as in :func:`advance`).
     n_parts = -(-n_res // SUB)
     cut = local.open(np.arange(n_pairs))
